@@ -1,0 +1,1 @@
+"""PAN: a pull-based peer-to-peer analysis network."""

@@ -1,0 +1,1 @@
+"""Input generation: synthetic matches, clock sync and sensor simulation."""
