@@ -1,0 +1,5 @@
+import sys
+
+from pan.cli import main
+
+sys.exit(main())

@@ -1,0 +1,92 @@
+"""The generic components every PAN installation has: forwarder and repeater."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pan.component import Component, register
+from pan.ingest import IngestServer, Row
+from pan.streams import InputStream, OutputStream
+from pan.workflow import WorkerSpec
+
+REPEAT_BATCH = 1000
+IDLE_WAIT_S = 1.0
+
+
+@register
+class Forwarder(Component):
+    """Turns inter-PAN input (TCP rows from sensors) into intra-PAN streams."""
+
+    type_name = "forwarder"
+
+    @classmethod
+    def output_names(cls, spec: WorkerSpec) -> list[str]:
+        return list(spec.inter_pan_inputs)
+
+    async def start(self) -> None:
+        spec = self.ctx.spec
+        if spec.ingest_port is None:
+            raise ValueError(f"forwarder '{spec.name}' needs an ingest_port")
+        self.ingest = IngestServer(spec.host, spec.ingest_port, set(spec.inter_pan_inputs), self._deliver)
+        await self.ingest.start()
+
+    def _deliver(self, batches: dict[str, list[Row]]) -> None:
+        for stream, rows in batches.items():
+            self.ctx.outputs[stream].extend(rows)
+
+    async def stop(self) -> None:
+        await self.ingest.stop()
+
+    def counters(self) -> dict[str, Any]:
+        return {"ingest_port": self.ingest.port, **self.ingest.counters.as_dict()}
+
+
+@register
+class Repeater(Component):
+    """Republishes its inputs unchanged, indices included, for load balancing.
+
+    A repeater at level L only pulls from publishers below L (the original
+    producer is level 0), so it can never pick itself or a peer repeater of
+    its own level as source: the replicator problem cannot arise.
+    """
+
+    type_name = "repeater"
+    repeats = True
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> list[str]:
+        problems = [f"{key}: unknown key (allowed: level)" for key in params if key != "level"]
+        level = params.get("level", 1)
+        if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 1000:
+            problems.append(f"level: must be an integer in 1..1000, got {level!r}")
+        return problems
+
+    @classmethod
+    def output_names(cls, spec: WorkerSpec) -> list[str]:
+        return list(spec.inputs)
+
+    @classmethod
+    def repeater_level(cls, spec: WorkerSpec) -> int:
+        return int(spec.params.get("level", 1))
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for name, stream in self.ctx.inputs.items():
+                group.create_task(self._repeat(stream, self.ctx.outputs[name]))
+
+    @staticmethod
+    async def _repeat(source: InputStream, target: OutputStream) -> None:
+        position, generation = -1, source.generation
+        while True:
+            if generation != source.generation:  # the original producer restarted
+                target.reset(source.meta)
+                position, generation = -1, source.generation
+            target.meta = source.meta  # epoch and K notices pass through unchanged
+            page = source.buffer.read(position, oldest=REPEAT_BATCH)
+            if not page.items:
+                await source.buffer.wait_beyond(position, IDLE_WAIT_S)
+                continue
+            for index, item in zip(page.indices, page.items, strict=True):
+                target.append(item, index)
+            position = page.indices[-1]

@@ -1,0 +1,1 @@
+"""Subcommands of the `pan` CLI, one module per group."""

@@ -1,0 +1,134 @@
+"""Runtime subcommands: validate, repository, run, peer, subscribe."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+
+import orjson
+
+from pan.client import StreamSubscriber
+from pan.launcher import Launcher
+from pan.peer import run_peer
+from pan.repository import DEFAULT_PORT, RepositoryServer
+from pan.workflow import Workflow, WorkflowError, load_workflow
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("validate", help="check a workflow file")
+    p.add_argument("workflow")
+    p.set_defaults(handler=cmd_validate)
+
+    p = subparsers.add_parser("repository", help="run the publish/subscribe repository")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.set_defaults(handler=cmd_repository)
+
+    p = subparsers.add_parser("run", help="start a workflow: the repository if local, and its peers")
+    p.add_argument("workflow")
+    p.add_argument("--peer", action="append", help="start only this peer (repeatable)")
+    p.set_defaults(handler=cmd_run)
+
+    p = subparsers.add_parser("peer", help="run one peer's workers in this process (used by `pan run`)")
+    p.add_argument("workflow")
+    p.add_argument("--name", required=True)
+    p.set_defaults(handler=cmd_peer)
+
+    p = subparsers.add_parser("subscribe", help="print a stream's tuples as JSON lines")
+    p.add_argument("stream")
+    p.add_argument("--repository", default=f"127.0.0.1:{DEFAULT_PORT}", metavar="HOST:PORT")
+    p.add_argument("--from", dest="start", choices=["earliest", "latest"], default="earliest")
+    p.add_argument("--count", type=int, help="exit after this many tuples")
+    p.add_argument("--norep", action="store_true", help="pull only from the original producer")
+    p.add_argument("--page-size", type=int, default=1000)
+    p.add_argument("--wait-ms", type=int, default=1000, help="long-poll wait per fetch")
+    p.set_defaults(handler=cmd_subscribe)
+
+
+def _load(path: str) -> Workflow | None:
+    try:
+        return load_workflow(path)
+    except WorkflowError as exc:
+        print(f"{exc.source}: invalid workflow", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    workflow = _load(args.workflow)
+    if workflow is None:
+        return 1
+    print(f"{args.workflow}: ok ({len(workflow.workers)} workers on {len(workflow.peers())} peers)")
+    return 0
+
+
+def cmd_repository(args: argparse.Namespace) -> int:
+    async def main() -> None:
+        server = RepositoryServer(args.host, args.port)
+        await server.start()
+        print(f"repository listening on {args.host}:{server.port}", file=sys.stderr, flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    workflow = _load(args.workflow)
+    if workflow is None:
+        return 1
+    try:
+        launcher = Launcher(args.workflow, workflow, args.peer)
+    except ValueError as exc:
+        print(f"pan run: {exc}", file=sys.stderr)
+        return 2
+    return launcher.run()
+
+
+def cmd_peer(args: argparse.Namespace) -> int:
+    workflow = _load(args.workflow)
+    if workflow is None:
+        return 1
+    return run_peer(workflow, args.name)
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    if args.count is not None and args.count < 1:
+        print("pan subscribe: --count must be >= 1", file=sys.stderr)
+        return 2
+
+    async def main() -> None:
+        out = sys.stdout.buffer
+        printed = 0
+        async with StreamSubscriber(
+            args.stream,
+            args.repository,
+            start=args.start,
+            reset=args.start,
+            page_size=args.page_size,
+            max_wait_ms=args.wait_ms,
+            norep=args.norep,
+        ) as subscriber:
+            async for batch in subscriber.batches():
+                if args.count is not None:
+                    batch = batch[: args.count - printed]
+                out.write(b"".join(orjson.dumps(item) + b"\n" for item in batch))
+                out.flush()
+                printed += len(batch)
+                if args.count is not None and printed >= args.count:
+                    return
+
+    with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
+        asyncio.run(main())
+    return 0

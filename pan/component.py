@@ -1,0 +1,113 @@
+"""Components: the code a worker runs between its input and output buffers.
+
+A component type is a class registered under the name workflow files use.
+The worker builds it from the worker spec, hands it a context with its
+input and output streams, and runs it as one owned task.  Scenario packages
+add their types through the ``pan.components`` entry point group, so this
+module never needs to know them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pan.streams import InputStream, OutputStream
+
+if TYPE_CHECKING:
+    from pan.workflow import WorkerSpec
+
+
+@dataclass
+class ComponentContext:
+    """Everything a component may touch: its spec, inputs and outputs."""
+
+    spec: WorkerSpec
+    inputs: dict[str, InputStream]
+    outputs: dict[str, OutputStream]
+    log: logging.Logger
+
+
+class Component:
+    """Base class. Subclasses set ``type_name`` and implement ``run``."""
+
+    type_name: ClassVar[str] = ""
+    #: Publish outputs as a repeater (``rep=true``) at ``repeater_level(spec)``.
+    repeats: ClassVar[bool] = False
+
+    def __init__(self, ctx: ComponentContext) -> None:
+        self.ctx = ctx
+        self.params: dict[str, Any] = ctx.spec.params
+
+    # --- static description, used by validation and by the worker ---------------
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> list[str]:
+        """Problems with ``params`` as "key: message" strings; empty when valid."""
+        return []
+
+    @classmethod
+    def input_names(cls, spec: WorkerSpec) -> list[str]:
+        """Intra-PAN streams to subscribe to."""
+        return list(spec.inputs)
+
+    @classmethod
+    def output_names(cls, spec: WorkerSpec) -> list[str]:
+        """Streams this component publishes."""
+        return []
+
+    @classmethod
+    def repeater_level(cls, spec: WorkerSpec) -> int:
+        return 0
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Acquire resources (listening sockets...) before the worker publishes."""
+
+    async def run(self) -> None:
+        """The component's main loop; cancelled when the worker stops."""
+
+    async def stop(self) -> None:
+        """Release what ``start`` acquired."""
+
+    def counters(self) -> dict[str, Any]:
+        """Component-specific numbers for `/streams` and `/metrics`."""
+        return {}
+
+
+_REGISTRY: dict[str, type[Component]] = {}
+_plugins_loaded = False
+
+
+def register(cls: type[Component]) -> type[Component]:
+    """Class decorator: make ``cls`` available to workflow files by its type name."""
+    if not cls.type_name:
+        raise ValueError(f"{cls.__name__} has no type_name")
+    existing = _REGISTRY.get(cls.type_name)
+    if existing is not None and existing is not cls:
+        raise ValueError(f"component type {cls.type_name!r} registered twice")
+    _REGISTRY[cls.type_name] = cls
+    return cls
+
+
+def _load_plugins() -> None:
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    import pan.builtin_components  # noqa: F401  (registers forwarder, repeater)
+
+    for entry in entry_points(group="pan.components"):
+        entry.load()
+
+
+def component_types() -> dict[str, type[Component]]:
+    _load_plugins()
+    return dict(_REGISTRY)
+
+
+def get_component_type(type_name: str) -> type[Component] | None:
+    return component_types().get(type_name)

@@ -1,0 +1,203 @@
+"""Inter-PAN ingest: newline-delimited sensor rows over plain TCP.
+
+A line that starts with ``{`` is a JSON object with at least ``stream`` and
+``ts``; any other line is a CSV sensor row whose first field is the sensor
+id, published as stream ``SENSOR<sid>``.  Nothing a sender writes can stop
+the server: bad lines are counted and logged, and everything valid is
+delivered in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+#: Field names of a CSV sensor row (DESIGN §6, JSON names).
+SENSOR_FIELDS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
+SENSOR_PREFIX = "SENSOR"
+MAX_LINE_BYTES = 64 * 1024
+READ_CHUNK = 256 * 1024
+LOGGED_PROBLEMS = 20  # log this many bad lines in full, then only count them
+
+Row = dict[str, Any]
+Deliver = Callable[[dict[str, list[Row]]], None]
+
+
+@dataclass
+class IngestCounters:
+    connections: int = 0
+    rows: int = 0
+    malformed: int = 0
+    unexpected: int = 0
+    truncated: int = 0
+    oversized: int = 0
+    per_stream: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "connections": self.connections,
+            "rows": self.rows,
+            "malformed": self.malformed,
+            "unexpected": self.unexpected,
+            "truncated": self.truncated,
+            "oversized": self.oversized,
+            "per_stream": dict(self.per_stream),
+        }
+
+
+class LineParser:
+    """Turns one line into (stream, row), counting every line it rejects."""
+
+    def __init__(self, expected: set[str], counters: IngestCounters) -> None:
+        self.expected = expected
+        self.counters = counters
+        self._problems_logged = 0
+
+    def parse(self, line: bytes) -> tuple[str, Row] | None:
+        parsed = self._parse_json(line) if line.startswith(b"{") else self._parse_csv(line)
+        if parsed is None:
+            self.counters.malformed += 1
+            self.report("malformed line", line)
+            return None
+        stream, row = parsed
+        if stream not in self.expected:
+            self.counters.unexpected += 1
+            self.report(f"unexpected stream {stream!r}", line)
+            return None
+        self.counters.rows += 1
+        self.counters.per_stream[stream] = self.counters.per_stream.get(stream, 0) + 1
+        return stream, row
+
+    @staticmethod
+    def _parse_csv(line: bytes) -> tuple[str, Row] | None:
+        parts = line.split(b",")
+        if len(parts) != len(SENSOR_FIELDS):
+            return None
+        try:
+            values = [int(part) for part in parts]
+        except ValueError:
+            return None
+        return f"{SENSOR_PREFIX}{values[0]}", dict(zip(SENSOR_FIELDS, values, strict=True))
+
+    @staticmethod
+    def _parse_json(line: bytes) -> tuple[str, Row] | None:
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(row, dict):
+            return None
+        stream = row.pop("stream", None)
+        ts = row.get("ts")
+        if not isinstance(stream, str) or not stream or isinstance(ts, bool) or not isinstance(ts, int):
+            return None
+        row.pop("i", None)  # indices are assigned by the producer, never by senders
+        return stream, row
+
+    def report(self, what: str, line: bytes) -> None:
+        self._problems_logged += 1
+        if self._problems_logged <= LOGGED_PROBLEMS:
+            log.warning("ingest: %s: %r", what, line[:200])
+        elif self._problems_logged == LOGGED_PROBLEMS + 1:
+            log.warning("ingest: more bad lines; counting them without logging")
+
+
+class IngestServer:
+    """TCP listener that hands each received chunk's valid rows to ``deliver``."""
+
+    def __init__(self, host: str, port: int, expected: set[str], deliver: Deliver) -> None:
+        self.host = host
+        self.port = port
+        self.counters = IngestCounters()
+        self.parser = LineParser(expected, self.counters)
+        self._deliver = deliver
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, reuse_address=True)
+        if self.port == 0:
+            self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._connections):
+                task.cancel()
+            for task in list(self._connections):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        self.counters.connections += 1
+        try:
+            await self._consume(reader)
+        except (ConnectionError, OSError) as exc:
+            log.info("ingest: connection ended: %s", exc)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _consume(self, reader: asyncio.StreamReader) -> None:
+        pending = b""
+        skipping = False  # inside an oversized line: drop bytes up to the next newline
+        while True:
+            chunk = await reader.read(READ_CHUNK)
+            if not chunk:
+                if pending and not skipping:
+                    self.counters.truncated += 1
+                    self.parser.report("connection closed mid-line", pending)
+                return
+            data = pending + chunk
+            if skipping:
+                newline = data.find(b"\n")
+                if newline < 0:
+                    pending = b""
+                    continue
+                data, skipping = data[newline + 1 :], False
+            lines = data.split(b"\n")
+            pending = lines.pop()
+            if len(pending) > MAX_LINE_BYTES:
+                self.counters.oversized += 1
+                self.parser.report(f"line longer than {MAX_LINE_BYTES} bytes", pending)
+                pending, skipping = b"", True
+            self._deliver_lines(lines)
+
+    def _deliver_lines(self, lines: list[bytes]) -> None:
+        batches: dict[str, list[Row]] = {}
+        for line in lines:
+            line = line.rstrip(b"\r")
+            if not line:
+                continue
+            parsed = self.parser.parse(line)
+            if parsed is not None:
+                batches.setdefault(parsed[0], []).append(parsed[1])
+        if batches:
+            self._deliver(batches)
+
+
+async def send_lines(host: str, port: int, lines: list[bytes], *, timeout_s: float = 10.0) -> None:
+    """Write newline-terminated lines to an ingest port (demo and test helper)."""
+    _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    try:
+        writer.write(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines))
+        await asyncio.wait_for(writer.drain(), timeout_s)
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()

@@ -1,0 +1,140 @@
+"""`pan run`: one OS process per peer, plus the repository when it is ours.
+
+The launcher owns its child processes: it starts them, reports any that die,
+and on SIGTERM or Ctrl-C stops them all (SIGTERM, then SIGKILL after a grace
+period) before it returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from pan.workflow import Workflow
+
+log = logging.getLogger(__name__)
+
+GRACE_S = 10.0
+POLL_S = 0.2
+REPOSITORY_STARTUP_S = 15.0
+
+
+def is_local_host(host: str) -> bool:
+    """True if ``host`` names this machine, so its services are ours to start."""
+    if host in ("localhost", "0.0.0.0", "::", socket.gethostname()):
+        return True
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+    except ValueError:
+        pass
+    with contextlib.suppress(OSError):
+        return host in socket.gethostbyname_ex(socket.gethostname())[2]
+    return False
+
+
+def repository_alive(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=timeout_s) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    reported: bool = False
+
+
+class Launcher:
+    def __init__(self, workflow_path: str | Path, workflow: Workflow, peers: list[str] | None = None) -> None:
+        self.path = str(workflow_path)
+        self.workflow = workflow
+        all_peers = list(workflow.peers())
+        unknown = sorted(set(peers or []) - set(all_peers))
+        if unknown:
+            raise ValueError(f"unknown peer(s) {', '.join(unknown)}; the workflow has: {', '.join(all_peers)}")
+        self.peers = peers or all_peers
+        self.children: list[Child] = []
+        self._stopping = False
+
+    def start(self) -> None:
+        repo = self.workflow.repository
+        if is_local_host(repo.host) and not repository_alive(repo.host, repo.port):
+            self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port)])
+            self._wait_for_repository()
+        for peer in self.peers:
+            self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer])
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        process = subprocess.Popen([sys.executable, "-m", "pan", *args])
+        self.children.append(Child(name, process))
+        log.info("started %s (pid %d)", name, process.pid)
+
+    def _wait_for_repository(self) -> None:
+        repo = self.workflow.repository
+        deadline = time.monotonic() + REPOSITORY_STARTUP_S
+        while time.monotonic() < deadline:
+            if repository_alive(repo.host, repo.port):
+                return
+            if self.children[-1].process.poll() is not None:
+                raise RuntimeError(f"repository on {repo.address} exited at start-up")
+            time.sleep(0.05)
+        raise RuntimeError(f"repository on {repo.address} did not answer within {REPOSITORY_STARTUP_S} s")
+
+    def run(self) -> int:
+        """Block until a signal arrives or every child has ended."""
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            while not self._stopping and any(c.process.poll() is None for c in self.children):
+                self._report_exits()
+                time.sleep(POLL_S)
+            self._report_exits()
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        failed = [c for c in self.children if c.process.returncode not in (0, -signal.SIGTERM)]
+        return 1 if failed and not self._stopping else 0
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        log.info("received %s; shutting down", signal.Signals(signum).name)
+        self._stopping = True
+
+    def _report_exits(self) -> None:
+        for child in self.children:
+            code = child.process.poll()
+            if code is not None and not child.reported:
+                child.reported = True
+                if not self._stopping:
+                    log.warning("%s exited with code %s", child.name, code)
+
+    def stop(self) -> None:
+        """Peers first (they unpublish), then the repository."""
+        for group in (
+            [c for c in self.children if c.name != "repository"],
+            [c for c in self.children if c.name == "repository"],
+        ):
+            for child in group:
+                if child.process.poll() is None:
+                    child.process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + GRACE_S
+            for child in group:
+                try:
+                    child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    log.warning("%s did not stop in %.0f s; killing it", child.name, GRACE_S)
+                    child.process.kill()
+                    child.process.wait()

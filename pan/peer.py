@@ -1,0 +1,48 @@
+"""One peer: an OS process hosting some of a workflow's workers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from pan.worker import Worker
+from pan.workflow import Workflow
+
+log = logging.getLogger(__name__)
+
+
+async def serve_peer(workflow: Workflow, peer: str, stop: asyncio.Event) -> None:
+    """Start the peer's workers, wait for ``stop``, then stop them in reverse order."""
+    specs = workflow.peers().get(peer)
+    if not specs:
+        raise ValueError(f"workflow '{workflow.name}' has no peer named '{peer}'")
+    started: list[Worker] = []
+    try:
+        for spec in specs:
+            worker = Worker(spec, workflow.repository)
+            await worker.start()
+            started.append(worker)
+        log.info("peer %s: %d worker(s) running", peer, len(started))
+        await stop.wait()
+    finally:
+        for worker in reversed(started):
+            await worker.stop()
+
+
+def run_peer(workflow: Workflow, peer: str) -> int:
+    """Blocking entry point with SIGTERM/SIGINT handling for `pan peer`."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve_peer(workflow, peer, stop)
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:
+        log.error("peer %s failed to start: %s", peer, exc)
+        return 1
+    return 0

@@ -1,0 +1,152 @@
+"""Fixed-capacity ring buffer addressed by monotonically increasing indices.
+
+A stream's index is assigned by its original producer and kept by every
+repeater, so slots are addressed by ``index % capacity``.  A repeater that
+learns of a gap upstream appends with an explicit index; the skipped slots
+become holes, which readers see as ``missed`` rather than silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+_HOLE = object()
+
+
+@dataclass(slots=True)
+class ReadResult(Generic[T]):
+    """One page of a read: items with their indices, plus what the reader lost."""
+
+    items: list[T]
+    indices: list[int]
+    first: int  # oldest index still held, -1 if empty
+    last: int  # newest index ever appended, -1 if empty
+    missed: int  # tuples after the reader's position that were overwritten or never held
+
+
+class RingBuffer(Generic[T]):
+    """Append is O(1); reads are O(page size); waiters park on one shared future."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("ring buffer capacity must be >= 1")
+        self.capacity = capacity
+        self._slots: list[object] = [_HOLE] * capacity
+        self._first = 0  # oldest held index (valid when _next > _first)
+        self._next = 0  # index the next plain append gets
+        self._waiter: asyncio.Future[None] | None = None
+
+    # --- state -----------------------------------------------------------------
+
+    @property
+    def first(self) -> int:
+        return self._first if self._next > self._first else -1
+
+    @property
+    def last(self) -> int:
+        return self._next - 1
+
+    @property
+    def next_index(self) -> int:
+        return self._next
+
+    def __len__(self) -> int:
+        return self._next - self._first
+
+    # --- writing ---------------------------------------------------------------
+
+    def append(self, item: T, index: int | None = None) -> int:
+        """Store ``item`` under ``index`` (default: the next one) and wake readers."""
+        if index is None:
+            index = self._next
+        elif index < self._next:
+            raise ValueError(f"index {index} is not after the last index {self._next - 1}")
+        elif index > self._next:
+            self._skip_to(index)
+        self._slots[index % self.capacity] = item
+        self._next = index + 1
+        if self._next - self._first > self.capacity:
+            self._first = self._next - self.capacity
+        self._wake()
+        return index
+
+    def extend(self, items: list[T]) -> None:
+        """Append many items with consecutive indices; readers wake once."""
+        for item in items:
+            self._slots[self._next % self.capacity] = item
+            self._next += 1
+        if self._next - self._first > self.capacity:
+            self._first = self._next - self.capacity
+        self._wake()
+
+    def reset(self, start_index: int = 0) -> None:
+        """Forget everything, e.g. when an upstream producer restarted."""
+        self._slots = [_HOLE] * self.capacity
+        self._first = self._next = start_index
+        self._wake()
+
+    def _skip_to(self, index: int) -> None:
+        gap = index - self._next
+        if gap >= self.capacity:
+            self._slots = [_HOLE] * self.capacity
+            self._first = index
+            return
+        for skipped in range(self._next, index):
+            self._slots[skipped % self.capacity] = _HOLE
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # --- reading ---------------------------------------------------------------
+
+    def read(self, after: int = -1, *, oldest: int | None = None, latest: int | None = None) -> ReadResult[T]:
+        """Items with index > ``after``: the ``oldest`` N of them, or the ``latest`` N.
+
+        ``missed`` counts indices after ``after`` that the reader can no longer
+        get: overwritten before this read, or holes left by an upstream gap.
+        Indices skipped on purpose by ``latest`` are not missed.
+        """
+        start = max(after + 1, self._first)
+        end = self._next  # exclusive
+        missed = max(0, min(self._first, end) - (after + 1))
+        if latest is not None and end - start > latest:
+            start = end - latest
+        elif oldest is not None and end - start > oldest:
+            end = start + oldest
+        items: list[T] = []
+        indices: list[int] = []
+        slots, capacity = self._slots, self.capacity
+        for index in range(start, end):
+            item = slots[index % capacity]
+            if item is _HOLE:
+                missed += 1
+                continue
+            items.append(item)  # type: ignore[arg-type]
+            indices.append(index)
+        return ReadResult(items, indices, self.first, self.last, missed)
+
+    async def wait_beyond(self, index: int, timeout: float) -> bool:
+        """Wait until something newer than ``index`` exists; False on timeout."""
+        if self._next - 1 > index:
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._next - 1 <= index:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            if self._waiter is None or self._waiter.done():
+                self._waiter = loop.create_future()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._waiter), remaining)
+            except TimeoutError:
+                return self._next - 1 > index
+        return True

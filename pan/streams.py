@@ -1,0 +1,135 @@
+"""Output and input streams of a worker, each backed by a ring buffer.
+
+Output tuples are encoded to JSON once, when appended, so that serving them
+to any number of subscribers is a byte join rather than re-encoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from pan.ringbuffer import RingBuffer
+
+DEFAULT_BUFFER_SIZE = 10_000
+
+Tuple = dict[str, Any]
+
+
+class OutputStream:
+    """A stream this worker publishes; indices are assigned here unless repeated."""
+
+    def __init__(self, name: str, capacity: int = DEFAULT_BUFFER_SIZE, meta: dict[str, Any] | None = None):
+        self.name = name
+        self.buffer: RingBuffer[bytes] = RingBuffer(capacity)
+        self.meta: dict[str, Any] = dict(meta or {})
+        self.appended = 0
+        self.served_tuples = 0
+        self.requests = 0
+        self._name_json = orjson.dumps(name)
+
+    def append(self, item: Tuple, index: int | None = None) -> int:
+        """Assign (or keep, for repeaters) the index and store the encoded tuple."""
+        if index is None:
+            index = self.buffer.next_index
+        self.buffer.append(orjson.dumps({"i": index, **item}), index)
+        self.appended += 1
+        return index
+
+    def extend(self, items: list[Tuple]) -> None:
+        start = self.buffer.next_index
+        self.buffer.extend([orjson.dumps({"i": start + n, **item}) for n, item in enumerate(items)])
+        self.appended += len(items)
+
+    def reset(self, meta: dict[str, Any]) -> None:
+        """Start over with new indices, e.g. because the original producer restarted."""
+        self.buffer.reset(0)
+        self.meta = dict(meta)
+
+    def render(self, after: int, *, oldest: int | None, latest: int | None) -> bytes:
+        """The `/data` answer body, built from pre-encoded tuples."""
+        page = self.buffer.read(after, oldest=oldest, latest=latest)
+        self.requests += 1
+        self.served_tuples += len(page.items)
+        return b"".join(
+            (
+                b'{"status":"ok","stream":',
+                self._name_json,
+                b',"tuples":[',
+                b",".join(page.items),
+                b'],"first":%d,"last":%d,"missed":%d,"meta":' % (page.first, page.last, page.missed),
+                orjson.dumps(self.meta),
+                b"}",
+            )
+        )
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            "first": self.buffer.first,
+            "last": self.buffer.last,
+            "held": len(self.buffer),
+            "capacity": self.buffer.capacity,
+            "appended": self.appended,
+            "requests": self.requests,
+            "served_tuples": self.served_tuples,
+            "meta": self.meta,
+        }
+
+
+@dataclass(slots=True)
+class InputCounters:
+    received: int = 0
+    missed: int = 0
+    resets: int = 0
+    failovers: int = 0
+
+
+@dataclass
+class InputStream:
+    """A stream this worker pulls; tuples keep the original producer's indices."""
+
+    name: str
+    buffer: RingBuffer[Tuple]
+    meta: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, Any] | None = None
+    counters: InputCounters = field(default_factory=InputCounters)
+    generation: int = 0  # bumped on every reset so readers can re-position
+
+    def add(self, tuples: list[Tuple]) -> None:
+        for item in tuples:
+            self.buffer.append(item, item["i"])
+        self.counters.received += len(tuples)
+
+    def reset(self) -> None:
+        self.buffer.reset(0)
+        self.generation += 1
+        self.counters.resets += 1
+
+    async def batches(self, max_batch: int = 1000, wait_s: float = 1.0) -> AsyncIterator[list[Tuple]]:
+        """Yield this input's tuples in index order, forever; lost tuples are counted upstream."""
+        position = -1
+        generation = self.generation
+        while True:
+            if generation != self.generation:
+                position, generation = -1, self.generation
+            page = self.buffer.read(position, oldest=max_batch)
+            if page.items:
+                position = page.indices[-1]
+                yield page.items
+            else:
+                await self.buffer.wait_beyond(position, wait_s)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "first": self.buffer.first,
+            "last": self.buffer.last,
+            "received": self.counters.received,
+            "missed": self.counters.missed,
+            "resets": self.counters.resets,
+            "failovers": self.counters.failovers,
+            "meta": self.meta,
+        }

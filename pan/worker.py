@@ -1,0 +1,300 @@
+"""The worker runtime: one component between input and output ring buffers.
+
+Lifecycle (``start`` then ``stop``), in this order so that nobody ever
+subscribes to a stream that is not served yet:
+
+1. serve HTTP and let the component acquire its resources;
+2. publish every output to the repository (soft state, refreshed forever);
+3. start one pull task per input stream, then the component's own task.
+
+All background tasks are owned by the worker and cancelled and awaited by
+``stop``.  The repository may be down at any time: publishing is retried on
+the next refresh and the pull tasks only need it to find a new publisher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import logging
+import uuid
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from pan.client import StreamSubscriber
+from pan.component import Component, ComponentContext, get_component_type
+from pan.metrics import MetricsText
+from pan.ringbuffer import RingBuffer
+from pan.streams import InputStream, OutputStream
+from pan.web import (
+    BadRequest,
+    HttpServer,
+    NotFound,
+    json_response,
+    make_app,
+    query_int,
+    query_str,
+    raw_json_response,
+)
+from pan.workflow import RepositorySpec, WorkerSpec
+
+MAX_PAGE = 100_000  # tuples per /data answer
+DEFAULT_PAGE = 10_000  # when neither l nor n is given
+MAX_WAIT_MS = 60_000
+MAX_INDEX = 2**63 - 1
+PULL_WAIT_MS = 1000
+REPOSITORY_TIMEOUT_S = 2.0
+
+
+class Worker:
+    def __init__(self, spec: WorkerSpec, repository: RepositorySpec, *, epoch: str | None = None) -> None:
+        component_type = get_component_type(spec.type)
+        if component_type is None:
+            raise ValueError(f"unknown worker type {spec.type!r}")
+        self.spec = spec
+        self.repository = repository
+        self.epoch = epoch or uuid.uuid4().hex[:16]
+        self.log = logging.getLogger(f"pan.worker.{spec.name}")
+        self.level = component_type.repeater_level(spec)
+        self.rep = component_type.repeats
+        producer_meta: dict[str, Any] = {} if self.rep else {"epoch": self.epoch}
+        self.outputs = {
+            name: OutputStream(name, spec.buffer_size, producer_meta)
+            for name in component_type.output_names(spec)
+        }
+        self.inputs = {
+            name: InputStream(name, RingBuffer(spec.buffer_size)) for name in component_type.input_names(spec)
+        }
+        self.component: Component = component_type(
+            ComponentContext(spec=spec, inputs=self.inputs, outputs=self.outputs, log=self.log)
+        )
+        self.subscribers: dict[str, StreamSubscriber] = {}
+        self.server = HttpServer(self._build_app(), spec.host, spec.port)
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._repository_reachable = True
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.spec.host}:{self.server.port}"
+
+    # --- lifecycle ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        await self.server.start()
+        await self.component.start()
+        await self.publish_outputs()
+        for name, stream in self.inputs.items():
+            self._spawn(self._pull(name, stream), f"pull {name}")
+        self._spawn(self._run_component(), "component")
+        self._spawn(self._refresh_loop(), "refresh")
+        self.log.info("started %s on %s (epoch %s)", self.spec.type, self.endpoint, self.epoch)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        await self.component.stop()
+        with contextlib.suppress(Exception):
+            await self._unpublish_outputs()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        await self.server.stop()
+        self.log.info("stopped")
+
+    def _spawn(self, coro: Any, what: str) -> None:
+        task = asyncio.create_task(coro, name=f"{self.spec.name}: {what}")
+        task.add_done_callback(self._report_crash)
+        self._tasks.append(task)
+
+    def _report_crash(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("task %r failed", task.get_name(), exc_info=task.exception())
+
+    # --- repository ---------------------------------------------------------------
+
+    async def publish_outputs(self) -> None:
+        lease_ms = 3 * self.repository.refresh_ms
+        params = [
+            {
+                "s": name,
+                "h": self.spec.host,
+                "p": str(self.server.port),
+                "rep": "true" if self.rep else "false",
+                "lvl": str(self.level),
+                "ttl": str(lease_ms),
+            }
+            for name in self.outputs
+        ]
+        results = await asyncio.gather(*(self._repository_call("publish", p) for p in params))
+        reachable = all(results)
+        if reachable != self._repository_reachable:
+            log = self.log.info if reachable else self.log.warning
+            log("repository %s %s", self.repository.address, "reachable again" if reachable else "unreachable")
+        self._repository_reachable = reachable
+
+    async def _unpublish_outputs(self) -> None:
+        await asyncio.gather(
+            *(
+                self._repository_call("unpublish", {"s": name, "h": self.spec.host, "p": str(self.server.port)})
+                for name in self.outputs
+            )
+        )
+
+    async def _repository_call(self, path: str, params: dict[str, str]) -> bool:
+        assert self._session is not None
+        url = f"http://{self.repository.host}:{self.repository.port}/{path}"
+        try:
+            async with self._session.get(
+                url, params=params, timeout=aiohttp.ClientTimeout(total=REPOSITORY_TIMEOUT_S)
+            ) as response:
+                await response.read()
+                return response.status == 200
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return False
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.repository.refresh_ms / 1000)
+            await self.publish_outputs()
+
+    # --- data plane ---------------------------------------------------------------
+
+    async def _pull(self, name: str, stream: InputStream) -> None:
+        """Fill one input buffer from whichever publisher the repository offers."""
+        subscriber = StreamSubscriber(
+            name,
+            (self.repository.host, self.repository.port),
+            start="earliest",
+            reset="earliest",
+            max_wait_ms=PULL_WAIT_MS,
+            below_level=self.level if self.rep else None,
+            exclude=(self.endpoint,),
+            session=self._session,
+        )
+        self.subscribers[name] = subscriber
+        while True:
+            fetch = await subscriber.fetch()
+            stream.meta = fetch.meta
+            stream.source = (
+                None
+                if subscriber.source is None
+                else {
+                    "host": subscriber.source.host,
+                    "port": subscriber.source.port,
+                    "rep": subscriber.source.rep,
+                    "lvl": subscriber.source.lvl,
+                }
+            )
+            if fetch.reset:
+                stream.reset()
+            if fetch.tuples:
+                stream.add(fetch.tuples)
+            stream.counters.missed = subscriber.stats.missed
+            stream.counters.failovers = subscriber.stats.failovers
+
+    async def _run_component(self) -> None:
+        await self.component.run()
+
+    # --- HTTP ---------------------------------------------------------------------
+
+    def _build_app(self) -> web.Application:
+        app = make_app()
+        app.add_routes(
+            [
+                web.get("/data", self.handle_data),
+                web.get("/streams", self.handle_streams),
+                web.get("/debug", self.handle_debug),
+                web.get("/health", self.handle_health),
+                web.get("/metrics", self.handle_metrics),
+            ]
+        )
+        return app
+
+    async def handle_data(self, request: web.Request) -> web.Response:
+        q = request.query
+        name = query_str(q, "s", required=True)
+        after = query_int(q, "i", default=-1, minimum=-1, maximum=MAX_INDEX)
+        latest = query_int(q, "l", minimum=1, maximum=MAX_PAGE)
+        oldest = query_int(q, "n", minimum=1, maximum=MAX_PAGE)
+        wait_ms = query_int(q, "w", default=0, minimum=0, maximum=MAX_WAIT_MS)
+        if latest is not None and oldest is not None:
+            raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
+        stream = self.outputs.get(name or "")
+        if stream is None:
+            raise NotFound(f"worker '{self.spec.name}' does not publish stream '{name}'")
+        assert after is not None and wait_ms is not None
+        if latest is None and oldest is None:
+            oldest = DEFAULT_PAGE
+        if wait_ms and stream.buffer.last <= after:
+            await stream.buffer.wait_beyond(after, wait_ms / 1000)
+        return raw_json_response(stream.render(after, oldest=oldest, latest=latest))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "worker": self.spec.name,
+            "type": self.spec.type,
+            "host": self.spec.host,
+            "port": self.server.port,
+            "epoch": self.epoch,
+            "rep": self.rep,
+            "lvl": self.level,
+            "inputs": {name: stream.describe() for name, stream in self.inputs.items()},
+            "outputs": {name: stream.counters() for name, stream in self.outputs.items()},
+            "component": self.component.counters(),
+        }
+
+    async def handle_streams(self, request: web.Request) -> web.Response:
+        return json_response(self.describe())
+
+    async def handle_health(self, request: web.Request) -> web.Response:
+        return json_response({"status": "ok", "worker": self.spec.name, "epoch": self.epoch})
+
+    async def handle_metrics(self, request: web.Request) -> web.Response:
+        metrics = MetricsText(worker=self.spec.name)
+        for name, out in self.outputs.items():
+            metrics.add("pan_output_last_index", out.buffer.last, "gauge", stream=name)
+            metrics.add("pan_output_held_tuples", len(out.buffer), "gauge", stream=name)
+            metrics.add("pan_output_appended_total", out.appended, "counter", stream=name)
+            metrics.add("pan_output_requests_total", out.requests, "counter", stream=name)
+            metrics.add("pan_output_served_tuples_total", out.served_tuples, "counter", stream=name)
+        for name, inp in self.inputs.items():
+            metrics.add("pan_input_last_index", inp.buffer.last, "gauge", stream=name)
+            metrics.add("pan_input_received_total", inp.counters.received, "counter", stream=name)
+            metrics.add("pan_input_missed_total", inp.counters.missed, "counter", stream=name)
+            metrics.add("pan_input_resets_total", inp.counters.resets, "counter", stream=name)
+            metrics.add("pan_input_failovers_total", inp.counters.failovers, "counter", stream=name)
+        metrics.add_flat("pan_component", self.component.counters())
+        return web.Response(text=metrics.render(), content_type="text/plain", charset="utf-8")
+
+    async def handle_debug(self, request: web.Request) -> web.Response:
+        def table(title: str, rows: dict[str, dict[str, Any]]) -> str:
+            keys = sorted({key for row in rows.values() for key in row})
+            head = "".join(f"<th>{html.escape(k)}</th>" for k in ["stream", *keys])
+            body = "".join(
+                "<tr><td>" + html.escape(name) + "</td>"
+                + "".join(f"<td>{html.escape(str(row.get(k, '')))}</td>" for k in keys)
+                + "</tr>"
+                for name, row in rows.items()
+            )
+            return f"<h2>{title}</h2><table border=1><tr>{head}</tr>{body}</table>"
+
+        info = self.describe()
+        page = (
+            f"<!doctype html><html><head><title>PAN worker {html.escape(self.spec.name)}</title></head><body>"
+            f"<h1>{html.escape(self.spec.name)} ({html.escape(self.spec.type)})</h1>"
+            f"<p>epoch {self.epoch}, level {self.level}, repository {self.repository.address}</p>"
+            + table("Inputs", info["inputs"])
+            + table("Outputs", info["outputs"])
+            + f"<h2>Component</h2><pre>{html.escape(str(info['component']))}</pre></body></html>"
+        )
+        return web.Response(text=page, content_type="text/html")

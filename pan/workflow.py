@@ -1,0 +1,281 @@
+"""Workflow files: loading, validation and the specs the launcher uses.
+
+Validation collects every problem instead of stopping at the first, and each
+message names the worker and key at fault, so a user can fix a file in one go.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pan.component import get_component_type
+from pan.streams import DEFAULT_BUFFER_SIZE
+
+DEFAULT_REFRESH_MS = 2000
+MAX_BUFFER_SIZE = 10_000_000
+
+TOP_KEYS = {"name", "description", "repository", "workers"}
+REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
+WORKER_REQUIRED = ("name", "type", "host", "port")
+WORKER_KEYS = set(WORKER_REQUIRED) | {
+    "peer",
+    "ingest_port",
+    "inter_pan_inputs",
+    "inputs",
+    "buffer_size",
+    "params",
+}
+
+
+class WorkflowError(Exception):
+    def __init__(self, problems: list[str], source: str = "workflow") -> None:
+        super().__init__(f"{source}: " + "; ".join(problems))
+        self.problems = problems
+        self.source = source
+
+
+@dataclass(frozen=True)
+class RepositorySpec:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    refresh_ms: int = DEFAULT_REFRESH_MS
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass
+class WorkerSpec:
+    name: str
+    type: str
+    host: str
+    port: int
+    peer: str
+    ingest_port: int | None = None
+    inter_pan_inputs: list[str] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    buffer_size: int = DEFAULT_BUFFER_SIZE
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Workflow:
+    name: str
+    repository: RepositorySpec
+    workers: list[WorkerSpec]
+    source: str = "workflow"
+
+    def peers(self) -> dict[str, list[WorkerSpec]]:
+        grouped: dict[str, list[WorkerSpec]] = {}
+        for worker in self.workers:
+            grouped.setdefault(worker.peer, []).append(worker)
+        return grouped
+
+    def worker(self, name: str) -> WorkerSpec:
+        for spec in self.workers:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def ingest_receiver(self, stream: str) -> WorkerSpec | None:
+        """The worker whose TCP ingest port receives ``stream`` from sensors."""
+        for spec in self.workers:
+            if stream in spec.inter_pan_inputs:
+                return spec
+        return None
+
+
+def load_workflow(path: str | Path) -> Workflow:
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise WorkflowError([f"cannot read file: {exc.strerror}"], source) from None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise WorkflowError([f"bad JSON: {exc}"], source) from None
+    return parse_workflow(data, source)
+
+
+def parse_workflow(data: object, source: str = "workflow") -> Workflow:
+    problems: list[str] = []
+    workflow = _Parser(problems).workflow(data)
+    if workflow is not None and not problems:
+        _check_topology(workflow, problems)
+    if problems or workflow is None:
+        raise WorkflowError(problems or ["empty workflow"], source)
+    workflow.source = source
+    return workflow
+
+
+# --- field checks ---------------------------------------------------------------
+
+
+def _type_name(value: object) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer"}.get(
+        type(value), type(value).__name__
+    )
+
+
+class _Parser:
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+
+    def bad(self, where: str, message: str) -> None:
+        self.problems.append(f"{where}: {message}")
+
+    def unknown_keys(self, where: str, obj: dict[str, Any], allowed: set[str]) -> None:
+        for key in sorted(set(obj) - allowed):
+            self.bad(where, f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})")
+
+    def string(self, where: str, obj: dict[str, Any], key: str, *, required: bool, default: str = "") -> str:
+        if key not in obj:
+            if required:
+                self.bad(where, f"missing required key '{key}'")
+            return default
+        value = obj[key]
+        if not isinstance(value, str) or not value.strip():
+            self.bad(where, f"key '{key}' must be a non-empty string, got {_type_name(value)} {value!r}")
+            return default
+        return value
+
+    def integer(
+        self, where: str, obj: dict[str, Any], key: str, *, lo: int, hi: int, required: bool = False
+    ) -> int | None:
+        if key not in obj:
+            if required:
+                self.bad(where, f"missing required key '{key}'")
+            return None
+        value = obj[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            self.bad(where, f"key '{key}' must be an integer in {lo}..{hi}, got {_type_name(value)} {value!r}")
+            return None
+        return value
+
+    def string_list(self, where: str, obj: dict[str, Any], key: str) -> list[str]:
+        value = obj.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self.bad(where, f"key '{key}' must be an array of non-empty strings, got {value!r}")
+            return []
+        if len(set(value)) != len(value):
+            self.bad(where, f"key '{key}' lists a stream twice")
+        return list(value)
+
+    def workflow(self, data: object) -> Workflow | None:
+        if not isinstance(data, dict):
+            self.bad("workflow", f"must be a JSON object, got {_type_name(data)}")
+            return None
+        self.unknown_keys("workflow", data, TOP_KEYS)
+        name = self.string("workflow", data, "name", required=True, default="unnamed")
+        repository = self.repository(data.get("repository", {}))
+        workers_raw = data.get("workers")
+        if not isinstance(workers_raw, list) or not workers_raw:
+            self.bad("workflow", "key 'workers' must be a non-empty array of worker objects")
+            return None
+        workers = [w for n, raw in enumerate(workers_raw) if (w := self.worker(n, raw)) is not None]
+        return Workflow(name, repository, workers)
+
+    def repository(self, raw: object) -> RepositorySpec:
+        if not isinstance(raw, dict):
+            self.bad("repository", f"must be an object, got {_type_name(raw)}")
+            return RepositorySpec()
+        self.unknown_keys("repository", raw, REPOSITORY_KEYS)
+        host = self.string("repository", raw, "host", required=False, default="127.0.0.1")
+        port = self.integer("repository", raw, "port", lo=1, hi=65535)
+        refresh = self.integer("repository", raw, "refresh_ms", lo=50, hi=600_000)
+        return RepositorySpec(host, port or 8080, refresh or DEFAULT_REFRESH_MS)
+
+    def worker(self, position: int, raw: object) -> WorkerSpec | None:
+        where = f"worker #{position}"
+        if not isinstance(raw, dict):
+            self.bad(where, f"must be an object, got {_type_name(raw)}")
+            return None
+        if isinstance(raw.get("name"), str) and raw["name"]:
+            where = f"worker '{raw['name']}'"
+        before = len(self.problems)
+        self.unknown_keys(where, raw, WORKER_KEYS)
+        name = self.string(where, raw, "name", required=True)
+        type_name = self.string(where, raw, "type", required=True)
+        host = self.string(where, raw, "host", required=True)
+        port = self.integer(where, raw, "port", lo=1, hi=65535, required=True)
+        peer = self.string(where, raw, "peer", required=False, default=name)
+        ingest_port = self.integer(where, raw, "ingest_port", lo=1, hi=65535)
+        inter_pan = self.string_list(where, raw, "inter_pan_inputs")
+        if ("ingest_port" in raw) != bool(inter_pan):
+            self.bad(where, "keys 'ingest_port' and 'inter_pan_inputs' must be given together")
+        inputs = self.string_list(where, raw, "inputs")
+        buffer_size = self.integer(where, raw, "buffer_size", lo=1, hi=MAX_BUFFER_SIZE)
+        params = raw.get("params", {})
+        if not isinstance(params, dict):
+            self.bad(where, f"key 'params' must be an object, got {_type_name(params)}")
+            params = {}
+        component = get_component_type(type_name) if type_name else None
+        if type_name and component is None:
+            from pan.component import component_types
+
+            known = ", ".join(sorted(component_types()))
+            self.bad(where, f"key 'type': unknown worker type '{type_name}' (known: {known})")
+        elif component is not None:
+            for problem in component.check_params(params):
+                self.bad(where, f"params.{problem}")
+        if len(self.problems) > before:
+            return None
+        assert port is not None
+        return WorkerSpec(
+            name=name,
+            type=type_name,
+            host=host,
+            port=port,
+            peer=peer,
+            ingest_port=ingest_port,
+            inter_pan_inputs=inter_pan,
+            inputs=inputs,
+            buffer_size=buffer_size or DEFAULT_BUFFER_SIZE,
+            params=params,
+        )
+
+
+def _check_topology(workflow: Workflow, problems: list[str]) -> None:
+    """Cross-worker rules: unique names and ports, every input has a producer."""
+    names: set[str] = set()
+    ports: dict[tuple[str, int], str] = {
+        (workflow.repository.host, workflow.repository.port): "the repository"
+    }
+    producers: dict[str, str] = {}
+    peer_hosts: dict[str, str] = {}
+    for spec in workflow.workers:
+        where = f"worker '{spec.name}'"
+        if spec.name in names:
+            problems.append(f"{where}: key 'name': duplicate worker name")
+        names.add(spec.name)
+        for key, port in (("port", spec.port), ("ingest_port", spec.ingest_port)):
+            if port is None:
+                continue
+            owner = ports.setdefault((spec.host, port), f"worker '{spec.name}' ({key})")
+            if owner != f"worker '{spec.name}' ({key})":
+                problems.append(f"{where}: key '{key}': port {spec.host}:{port} already used by {owner}")
+        host = peer_hosts.setdefault(spec.peer, spec.host)
+        if host != spec.host:
+            problems.append(f"{where}: key 'peer': peer '{spec.peer}' is on host {host}, not {spec.host}")
+        component = get_component_type(spec.type)
+        assert component is not None
+        for stream in component.output_names(spec):
+            if component.repeats:
+                continue
+            other = producers.setdefault(stream, spec.name)
+            if other != spec.name:
+                problems.append(f"{where}: stream '{stream}' is already produced by worker '{other}'")
+    for spec in workflow.workers:
+        component = get_component_type(spec.type)
+        assert component is not None
+        for stream in component.input_names(spec):
+            if stream not in producers:
+                problems.append(
+                    f"worker '{spec.name}': key 'inputs': stream '{stream}' is produced by no worker"
+                )
