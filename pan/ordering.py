@@ -1,0 +1,612 @@
+"""Ordering units: adaptive K-slack in front of every component (DESIGN.md §7, docs/ordering.md).
+
+A unit merges a component's input streams into one stream sorted by ``ts``.
+It holds every event until ``ts + K <= clk``, where ``clk`` is moved only by
+designated clock streams and K is learnt from the delays the unit observes.
+Everything here is pure computation; wall time enters only through ``tick``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from heapq import heapify, heappop, heappush
+from itertools import accumulate, islice, repeat
+from operator import mul, sub
+from pathlib import Path
+from typing import Any
+
+PS_PER_MS = 10**9
+PS_PER_S = 10**12
+
+#: Upper bounds (ps) of the delay histogram buckets; a final +Inf bucket is implied.
+DELAY_BUCKETS_PS: tuple[int, ...] = (
+    0,
+    PS_PER_MS // 1000,
+    PS_PER_MS // 100,
+    PS_PER_MS // 10,
+    *(ms * PS_PER_MS for ms in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)),
+)
+
+LATE_POLICIES = ("deliver", "side")
+
+#: Workflow ``params`` keys understood by ``OrderingSettings.from_params``.
+PARAM_KEYS = (
+    "clock", "lambda", "initial_k", "max_k", "late_policy", "window", "idle_timeout", "fallback", "notices",
+)
+
+_NO_KEY = (-math.inf, -1)
+
+
+@dataclass(slots=True)
+class Released:
+    """What one call hands on: ``events`` go to the component, ``late`` are the late ones.
+
+    With ``late_policy="deliver"`` late events appear in both lists (in ``events``
+    at the point they were released); with ``"side"`` only in ``late``, so the
+    caller can route them to ``<output>_late``.
+    """
+
+    events: list[dict] = field(default_factory=list)
+    late: list[dict] = field(default_factory=list)
+
+    def extend(self, other: Released) -> None:
+        self.events.extend(other.events)
+        self.late.extend(other.late)
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (isinstance(v, int | float) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+@dataclass(frozen=True)
+class OrderingSettings:
+    """Per-component settings; times in ps except ``idle_timeout`` (wall seconds).
+
+    ``clock=None`` means every input stream is a clock stream (clk = largest ts
+    seen on any input), ``fallback=None`` means every input may stand in for
+    quiet clock streams. See docs/ordering.md for why these defaults.
+    """
+
+    clock: tuple[str, ...] | None = None
+    lam: float = 0.5
+    initial_k: int = 0
+    max_k: int = 10 * PS_PER_S
+    late_policy: str = "side"
+    window: int = 10_000
+    idle_timeout: float = 2.0
+    fallback: tuple[str, ...] | None = None
+    notices: bool = True
+
+    def validate(self, streams: Sequence[str]) -> list[str]:
+        """Problems with these settings for a unit over ``streams``; empty if fine."""
+        problems: list[str] = []
+        known = set(streams)
+        for key, names in (("clock", self.clock), ("fallback", self.fallback)):
+            if names is None:
+                continue
+            if not names:
+                problems.append(f"{key}: must name at least one input stream")
+            for n in names:
+                if not isinstance(n, str) or n not in known:
+                    problems.append(f"{key}: {n!r} is not an input stream")
+        if not _is_number(self.lam) or self.lam < 0:
+            problems.append(f"lambda: must be a finite number >= 0, got {self.lam!r}")
+        for key in ("initial_k", "max_k"):
+            v = getattr(self, key)
+            if not _is_int(v) or v < 0:
+                problems.append(f"{key}: must be an integer >= 0 (ps), got {v!r}")
+        if _is_int(self.initial_k) and _is_int(self.max_k) and self.initial_k > self.max_k:
+            problems.append(f"initial_k: {self.initial_k} exceeds max_k {self.max_k}")
+        if self.late_policy not in LATE_POLICIES:
+            problems.append(f"late_policy: must be one of {', '.join(LATE_POLICIES)}, got {self.late_policy!r}")
+        if not _is_int(self.window) or self.window < 2:
+            problems.append(f"window: must be an integer >= 2 (measurements), got {self.window!r}")
+        if not _is_number(self.idle_timeout) or self.idle_timeout <= 0:
+            problems.append(f"idle_timeout: must be a number > 0 (seconds), got {self.idle_timeout!r}")
+        if not isinstance(self.notices, bool):
+            problems.append(f"notices: must be true or false, got {self.notices!r}")
+        return problems
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any] | None, streams: Sequence[str]) -> OrderingSettings:
+        """Build from workflow ``params`` (keys in ``PARAM_KEYS``); ValueError lists every problem."""
+        problems = validate_ordering_params(params, streams)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return cls._from_params_unchecked(params or {})
+
+    @classmethod
+    def _from_params_unchecked(cls, params: Mapping[str, Any]) -> OrderingSettings:
+        kw: dict[str, Any] = {}
+        for key in PARAM_KEYS:
+            if key not in params:
+                continue
+            v = params[key]
+            if key in ("clock", "fallback"):
+                v = tuple(v) if isinstance(v, list | tuple) else v
+            kw["lam" if key == "lambda" else key] = v
+        return cls(**kw)
+
+    def to_params(self) -> dict[str, Any]:
+        """Inverse of ``from_params`` (for /streams and debugging)."""
+        out: dict[str, Any] = {}
+        for key in PARAM_KEYS:
+            v = getattr(self, "lam" if key == "lambda" else key)
+            out[key] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: Mapping[str, Any],
+        streams: Sequence[str],
+        base: OrderingSettings | None = None,
+        stat: str = "max",
+    ) -> OrderingSettings:
+        """``base`` with ``initial_k`` taken from an offline delay profile (see ``k_from_profile``)."""
+        base = base or cls()
+        k = k_from_profile(profile, streams, clock=base.clock, stat=stat)
+        if k is None:
+            return base
+        return replace(base, initial_k=min(k, base.max_k))
+
+
+def validate_ordering_params(params: Mapping[str, Any] | None, streams: Sequence[str]) -> list[str]:
+    """Check workflow ``params`` for an ordering unit; returns messages naming the key at fault."""
+    if params is None:
+        return []
+    if not isinstance(params, Mapping):
+        return [f"ordering params must be an object, got {type(params).__name__}"]
+    problems = [f"unknown key {k!r}" for k in params if k not in PARAM_KEYS]
+    for key in ("clock", "fallback"):
+        v = params.get(key)
+        if v is not None and not (isinstance(v, list | tuple) and all(isinstance(s, str) for s in v)):
+            problems.append(f"{key}: must be a list of stream names, got {v!r}")
+    if problems:
+        return problems
+    try:
+        settings = OrderingSettings._from_params_unchecked(params)
+    except TypeError as exc:  # pragma: no cover - keys are filtered above
+        return [str(exc)]
+    return settings.validate(streams)
+
+
+_STAT_KEYS = {"max": "max_ps", "p99": "p99_ps", "p50": "p50_ps"}
+
+
+def k_from_profile(
+    profile: Mapping[str, Any],
+    streams: Sequence[str],
+    clock: Sequence[str] | None = None,
+    stat: str = "max",
+) -> int | None:
+    """Initial K from per-stream delay statistics, or None if the profile knows none of ``streams``.
+
+    Delays in the profile are absolute (arrival minus ts). The unit measures them
+    relative to its clock streams, so K = largest ``stat`` over the inputs minus
+    the smallest typical delay of a clock stream (``min_ps`` if given, else ``p50_ps``).
+    """
+    if stat not in _STAT_KEYS:
+        raise ValueError(f"stat must be one of {', '.join(_STAT_KEYS)}, got {stat!r}")
+    per = profile.get("streams") if isinstance(profile, Mapping) else None
+    if not isinstance(per, Mapping):
+        raise ValueError('delay profile must be an object with a "streams" object')
+    key = _STAT_KEYS[stat]
+    tails: list[float] = []
+    refs: list[float] = []
+    for name in streams:
+        entry = per.get(name)
+        if entry is None:
+            continue
+        if not isinstance(entry, Mapping) or not _is_number(entry.get(key)):
+            raise ValueError(f"delay profile: stream {name!r} lacks a numeric {key!r}")
+        tails.append(float(entry[key]))
+        if clock is None or name in clock:
+            ref = entry.get("min_ps", entry.get("p50_ps"))
+            if _is_number(ref):
+                refs.append(float(ref))
+    if not tails:
+        return None
+    return max(0, math.ceil(max(tails) - (min(refs) if refs else 0.0)))
+
+
+def load_profile(path: str | Path) -> dict[str, Any]:
+    """Read a delay profile JSON file as written by ``pan stats delays``."""
+    with open(path, "rb") as fh:
+        profile = json.load(fh)
+    if not isinstance(profile, dict) or not isinstance(profile.get("streams"), dict):
+        raise ValueError(f'{path}: not a delay profile (expected {{"streams": {{...}}}})')
+    return profile
+
+
+# --------------------------------------------------------------------------- delay window
+
+
+class _DelayWindow:
+    """The recent delay measurements K is computed from.
+
+    Kept as two halves of ``window // 2`` measurements each: statistics cover the
+    previous and the current half, i.e. the last ``window/2 .. window``
+    measurements. An old peak is therefore forgotten after at most ``window``
+    newer measurements, which is what lets K shrink. Sums are exact integers.
+    """
+
+    __slots__ = (
+        "cur_max", "cur_n", "cur_smax", "cur_sq", "cur_sum", "half", "n_streams",
+        "prev_max", "prev_n", "prev_smax", "prev_sq", "prev_sum", "total",
+    )
+
+    def __init__(self, window: int, n_streams: int) -> None:
+        self.half = max(1, window // 2)
+        self.n_streams = n_streams
+        self.total = 0
+        self.prev_n = self.prev_sum = self.prev_sq = self.prev_max = 0
+        self.prev_smax = [0] * n_streams
+        self._clear_current()
+
+    def _clear_current(self) -> None:
+        self.cur_n = self.cur_sum = self.cur_sq = self.cur_max = 0
+        self.cur_smax = [0] * self.n_streams
+
+    def add(self, ds: list[int], pos: int) -> None:
+        i, m = 0, len(ds)
+        while i < m:
+            room = self.half - self.cur_n
+            chunk = ds if (i == 0 and m <= room) else ds[i : i + room]
+            c = len(chunk)
+            top = max(chunk)
+            self.cur_n += c
+            self.cur_sum += sum(chunk)
+            self.cur_sq += sum(map(mul, chunk, chunk))
+            if top > self.cur_max:
+                self.cur_max = top
+            if top > self.cur_smax[pos]:
+                self.cur_smax[pos] = top
+            self.total += c
+            i += c
+            if self.cur_n >= self.half:
+                self.prev_n, self.prev_sum, self.prev_sq = self.cur_n, self.cur_sum, self.cur_sq
+                self.prev_max, self.prev_smax = self.cur_max, self.cur_smax
+                self._clear_current()
+
+    @property
+    def n(self) -> int:
+        return self.prev_n + self.cur_n
+
+    def max(self) -> int:
+        return max(self.prev_max, self.cur_max)
+
+    def stream_max(self, pos: int) -> int:
+        return max(self.prev_smax[pos], self.cur_smax[pos])
+
+    def std(self) -> float:
+        n = self.n
+        if n < 2:
+            return 0.0
+        s = self.prev_sum + self.cur_sum
+        q = self.prev_sq + self.cur_sq
+        return math.sqrt(max(0, n * q - s * s)) / n
+
+
+# --------------------------------------------------------------------------- the unit
+
+
+class OrderingUnit:
+    """Adaptive K-slack over a fixed list of named input streams.
+
+    Output order is the total order (ts, position of the stream in ``streams``,
+    arrival order within the stream = index order). With no late events it is
+    therefore the same however arrivals interleave.
+    """
+
+    def __init__(self, settings: OrderingSettings, streams: Sequence[str]) -> None:
+        streams = list(streams)
+        problems = settings.validate(streams)
+        if not streams:
+            problems.append("an ordering unit needs at least one input stream")
+        if len(set(streams)) != len(streams):
+            problems.append(f"duplicate input streams in {streams!r}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.settings = settings
+        self.streams: tuple[str, ...] = tuple(streams)
+        self._pos = {s: i for i, s in enumerate(streams)}
+        clock = set(settings.clock or streams)
+        fallback = set(settings.fallback or streams)
+        self._is_clock = [s in clock for s in streams]
+        self._fallback_pos = [i for i, s in enumerate(streams) if s in fallback]
+        self._deliver = settings.late_policy == "deliver"
+
+        self._heap: list[tuple[int, int, int, dict]] = []
+        self._seq = 0
+        self._clk: int | None = None
+        self._k = min(settings.initial_k, settings.max_k)
+        self._win = _DelayWindow(settings.window, len(streams))
+        self._pending: list[tuple[int, list[int]]] = []
+        self._pending_n = 0
+        self._rel_key: tuple[float, int] = _NO_KEY
+        self._max_ts: list[int | None] = [None] * len(streams)
+        self._up_k: dict[str, int] = {}
+
+        self._hist = [0] * (len(DELAY_BUCKETS_PS) + 1)
+        self._hist_sum = 0
+        self._hist_n = 0
+
+        self._pushed = 0
+        self._released = 0
+        self._late = 0
+        self._k_increases = 0
+        self._unmeasured = 0
+        self._clock_advances = 0
+        self._fallback_advances = 0
+        self._idle_flushes = 0
+        self._notices_applied = 0
+
+        self._clock_wall: float | None = None
+        self._input_wall: float | None = None
+        self._seen_advances = 0
+        self._seen_pushed = 0
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def k(self) -> int:
+        return self._k
+
+    @property
+    def clk(self) -> int | None:
+        return self._clk
+
+    @property
+    def buffered(self) -> int:
+        return len(self._heap)
+
+    @property
+    def late_count(self) -> int:
+        return self._late
+
+    @property
+    def k_increases(self) -> int:
+        return self._k_increases
+
+    @property
+    def released_count(self) -> int:
+        """Events handed on in order (late events are counted in ``late_count`` instead)."""
+        return self._released
+
+    @property
+    def pushed_count(self) -> int:
+        return self._pushed
+
+    # ------------------------------------------------------------------ input
+
+    def push(self, stream: str, events: Sequence[dict]) -> Released:
+        """Accept a batch of one stream's events (index order) and return what became ready.
+
+        Releases happen only when the batch moved clk, i.e. for clock streams.
+        """
+        pos = self._pos.get(stream)
+        if pos is None:
+            raise ValueError(f"unknown input stream {stream!r}; inputs are {list(self.streams)}")
+        m = len(events)
+        if not m:
+            return Released()
+        try:
+            tss = [ev["ts"] for ev in events]
+            lo, hi = min(tss), max(tss)
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"{stream}: every event needs an integer 'ts' ({exc!r})") from None
+        if not (_is_int(lo) and _is_int(hi)):
+            raise ValueError(f"{stream}: 'ts' must be integer picoseconds, got {lo!r}..{hi!r}")
+
+        seq = self._seq
+        keys = list(zip(tss, repeat(pos, m), range(seq + 1, seq + 1 + m), events, strict=True))
+        self._seq = seq + m
+        heap = self._heap
+        if m >= (len(heap) >> 2):
+            heap.extend(keys)
+            heapify(heap)
+        else:
+            for key in keys:
+                heappush(heap, key)
+        self._pushed += m
+        old = self._max_ts[pos]
+        if old is None or hi > old:
+            self._max_ts[pos] = hi
+
+        if not self._is_clock[pos]:
+            # Delay of a non-clock event = clk after the next clock event - ts (seed 001 §II-E).
+            if self._pending_n < self.settings.window:
+                self._pending.append((pos, tss))
+                self._pending_n += m
+            else:
+                self._unmeasured += m
+            return Released()
+
+        clk0 = self._clk if self._clk is not None else tss[0]
+        run = list(accumulate(tss, max, initial=clk0))
+        if self._pending:
+            self._measure_pending(run[1])
+        self._record(list(map(sub, islice(run, 1, None), tss)), pos)
+        new_clk = run[-1]
+        if self._clk is None or new_clk > self._clk:
+            self._clock_advances += 1
+        self._clk = new_clk
+        self._update_k()
+        return self._release()
+
+    def notice_upstream_k(self, stream: str, k_upstream: int) -> bool:
+        """React to the K an upstream producer of ``stream`` reports in its ``/data`` meta.
+
+        Acts only when that K is new or grew: the stream's events will then lag by
+        the growth on top of what was measured, so that predicted delay is entered
+        as a measurement (a pseudo event). Returns True if our K rose.
+        """
+        pos = self._pos.get(stream)
+        if pos is None:
+            raise ValueError(f"unknown input stream {stream!r}")
+        if not _is_int(k_upstream) or k_upstream < 0:
+            raise ValueError(f"upstream K must be an integer >= 0 (ps), got {k_upstream!r}")
+        prev = self._up_k.get(stream)
+        self._up_k[stream] = k_upstream
+        if not self.settings.notices:
+            return False
+        seen = self._win.stream_max(pos)
+        if prev is None:
+            predicted = max(k_upstream, seen)
+        elif k_upstream > prev:
+            predicted = seen + (k_upstream - prev)
+        else:
+            return False
+        if predicted <= self._win.max():
+            return False
+        self._notices_applied += 1
+        self._win.add([predicted], pos)
+        old = self._k
+        self._update_k()
+        return self._k > old
+
+    def tick(self, wall_now: float) -> Released:
+        """Keep quiet clock streams from stalling the unit; call every so often with wall time.
+
+        After ``idle_timeout`` s without a clock advance, clk jumps to the largest ts
+        seen on the fallback streams. After ``idle_timeout`` s without any input at
+        all, everything buffered is flushed. The first call only starts the timers.
+        """
+        if self._clock_wall is None or self._input_wall is None:
+            self._clock_wall = self._input_wall = wall_now
+            self._seen_advances, self._seen_pushed = self._clock_advances, self._pushed
+            return Released()
+        if self._clock_advances != self._seen_advances:
+            self._seen_advances, self._clock_wall = self._clock_advances, wall_now
+        if self._pushed != self._seen_pushed:
+            self._seen_pushed, self._input_wall = self._pushed, wall_now
+        idle = self.settings.idle_timeout
+        if wall_now - self._input_wall >= idle and self._heap:
+            self._idle_flushes += 1
+            return self._release(everything=True)
+        if wall_now - self._clock_wall >= idle:
+            seen = [t for i in self._fallback_pos if (t := self._max_ts[i]) is not None]
+            if seen and (self._clk is None or max(seen) > self._clk):
+                self._clk = max(seen)
+                self._fallback_advances += 1
+                # No clock event will measure these against a real clock; forget them.
+                self._unmeasured += self._pending_n
+                self._pending.clear()
+                self._pending_n = 0
+                return self._release()
+        return Released()
+
+    def flush(self) -> Released:
+        """Release everything buffered, in order (end of input)."""
+        return self._release(everything=True)
+
+    # ------------------------------------------------------------------ internals
+
+    def _measure_pending(self, clk: int) -> None:
+        for pos, tss in self._pending:
+            self._record([clk - t if t < clk else 0 for t in tss], pos)
+        self._pending.clear()
+        self._pending_n = 0
+
+    def _record(self, ds: list[int], pos: int) -> None:
+        self._win.add(ds, pos)
+        hist = self._hist
+        if len(ds) <= 4:
+            for d in ds:
+                hist[bisect_left(DELAY_BUCKETS_PS, d)] += 1
+        else:
+            sds = sorted(ds)
+            below = 0
+            for i, le in enumerate(DELAY_BUCKETS_PS):
+                c = bisect_right(sds, le)
+                hist[i] += c - below
+                below = c
+            hist[-1] += len(sds) - below
+        self._hist_sum += sum(ds)
+        self._hist_n += len(ds)
+
+    def _update_k(self) -> None:
+        s = self.settings
+        win = self._win
+        if win.n == 0:
+            k = s.initial_k
+        else:
+            k = math.ceil(win.max() + s.lam * win.std())
+            if win.total < s.window:  # warm-up: the offline estimate is a floor
+                k = max(k, s.initial_k)
+        k = min(k, s.max_k)
+        if k > self._k:
+            self._k_increases += 1
+        self._k = k
+
+    def _release(self, everything: bool = False) -> Released:
+        heap = self._heap
+        out = Released()
+        if not heap or (self._clk is None and not everything):
+            return out
+        limit = math.inf if everything else self._clk - self._k
+        events, late = out.events, out.late
+        rts, rpos = self._rel_key
+        # Pops come in key order, so only a prefix can be behind what was released before.
+        while heap and heap[0][0] <= limit:
+            ts, pos = heap[0][0], heap[0][1]
+            if ts > rts or (ts == rts and pos >= rpos):
+                break
+            ev = heappop(heap)[3]
+            late.append(ev)
+            if self._deliver:
+                events.append(ev)
+        n_late = len(late)
+        key = None
+        while heap and heap[0][0] <= limit:
+            key = heappop(heap)
+            events.append(key[3])
+        if key is not None:
+            self._rel_key = (key[0], key[1])
+            self._released += len(events) - (n_late if self._deliver else 0)
+        self._late += n_late
+        return out
+
+    # ------------------------------------------------------------------ reporting
+
+    def delay_histogram(self) -> dict[str, Any]:
+        """Measured delays (clk - ts, ps) as Prometheus-style cumulative buckets."""
+        cum, buckets = 0, []
+        for le, c in zip((*DELAY_BUCKETS_PS, math.inf), self._hist, strict=True):
+            cum += c
+            buckets.append((le, cum))
+        return {"buckets": buckets, "sum_ps": self._hist_sum, "count": self._hist_n}
+
+    def meta(self) -> dict[str, Any]:
+        """What the producer puts in ``/data`` meta; ``k`` is what downstream units react to."""
+        return {"k": self._k, "clk": self._clk, "late": self._late}
+
+    def metrics(self) -> dict[str, Any]:
+        """Values for ``/metrics`` and ``/streams``."""
+        return {
+            "k": self._k,
+            "clk": self._clk,
+            "buffered": len(self._heap),
+            "late": self._late,
+            "k_increases": self._k_increases,
+            "pushed": self._pushed,
+            "released": self._released,
+            "unmeasured": self._unmeasured,
+            "fallback_advances": self._fallback_advances,
+            "idle_flushes": self._idle_flushes,
+            "notices_applied": self._notices_applied,
+            "upstream_k": dict(self._up_k),
+            "delay_histogram": self.delay_histogram(),
+        }
