@@ -1,0 +1,177 @@
+"""Shared fixtures: real servers and real processes on loopback with free ports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from pan.repository import RepositoryServer
+from pan.web import free_port
+from pan.worker import Worker
+from pan.workflow import Workflow, parse_workflow
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("CI") == "true" or os.environ.get("PAN_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: runs when CI=true or PAN_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+async def get_json(url: str, **params: Any) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(url, params={k: str(v) for k, v in params.items()}, timeout=aiohttp.ClientTimeout(total=10))
+        as response,
+    ):
+        body = await response.read()
+        try:
+            return response.status, orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return response.status, body.decode()
+
+
+def sensor_row(sid: int, ts: int, k: int = 0) -> str:
+    return f"{sid},{ts},{1000 + k},{-2000 - k},{100},{5000000},{60000},{10000},0,0,0,{10000},0"
+
+
+def workflow_dict(repo_port: int, workers: list[dict[str, Any]], refresh_ms: int = 300) -> dict[str, Any]:
+    return {
+        "name": "test",
+        "repository": {"host": HOST, "port": repo_port, "refresh_ms": refresh_ms},
+        "workers": workers,
+    }
+
+
+def forwarder(name: str, streams: list[str], **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": "forwarder",
+        "host": HOST,
+        "port": free_port(),
+        "ingest_port": free_port(),
+        "inter_pan_inputs": streams,
+        **extra,
+    }
+
+
+def repeater(name: str, streams: list[str], level: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": "repeater",
+        "host": HOST,
+        "port": free_port(),
+        "inputs": streams,
+        "params": {"level": level},
+        **extra,
+    }
+
+
+async def wait_until(predicate: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.02) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s")
+        await asyncio.sleep(interval_s)
+
+
+@pytest.fixture
+async def repository() -> AsyncIterator[RepositoryServer]:
+    server = RepositoryServer(HOST, free_port(), seed=1)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+class WorkerGroup:
+    """Workers started in-process (real aiohttp servers) and stopped at teardown."""
+
+    def __init__(self) -> None:
+        self.workers: list[Worker] = []
+
+    async def start(self, workflow: Workflow, names: list[str] | None = None) -> list[Worker]:
+        started = []
+        for spec in workflow.workers:
+            if names is None or spec.name in names:
+                worker = Worker(spec, workflow.repository)
+                await worker.start()
+                self.workers.append(worker)
+                started.append(worker)
+        return started
+
+    async def stop_all(self) -> None:
+        for worker in reversed(self.workers):
+            await worker.stop()
+        self.workers.clear()
+
+
+@pytest.fixture
+async def workers() -> AsyncIterator[WorkerGroup]:
+    group = WorkerGroup()
+    yield group
+    await group.stop_all()
+
+
+def make_workflow(repo_port: int, workers: list[dict[str, Any]], refresh_ms: int = 300) -> Workflow:
+    return parse_workflow(workflow_dict(repo_port, workers, refresh_ms))
+
+
+class Processes:
+    """`pan` subprocesses that are always terminated at teardown."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def pan(self, *args: str, log_name: str = "pan") -> subprocess.Popen[bytes]:
+        log = open(self.tmp / f"{log_name}-{len(self.procs)}.log", "wb")  # noqa: SIM115 (closed with the process)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pan", *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+        )
+        self.procs.append(proc)
+        return proc
+
+    def write_workflow(self, data: dict[str, Any], name: str = "workflow.json") -> Path:
+        path = self.tmp / name
+        path.write_text(json.dumps(data, indent=1))
+        return path
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    group = Processes(tmp_path)
+    yield group
+    group.stop_all()

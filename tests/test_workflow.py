@@ -1,0 +1,165 @@
+"""Workflow loading and validation, through the loader and `pan validate`."""
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pan.cli import main
+from pan.workflow import WorkflowError, load_workflow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+VALID: dict[str, Any] = {
+    "name": "ok",
+    "repository": {"host": "127.0.0.1", "port": 8080},
+    "workers": [
+        {
+            "name": "Forwarder 1",
+            "type": "forwarder",
+            "host": "127.0.0.1",
+            "port": 51001,
+            "peer": "peer1",
+            "ingest_port": 50001,
+            "inter_pan_inputs": ["SENSOR4", "SENSOR8"],
+            "buffer_size": 10000,
+        },
+        {
+            "name": "Repeater 1",
+            "type": "repeater",
+            "host": "127.0.0.1",
+            "port": 51002,
+            "peer": "peer2",
+            "inputs": ["SENSOR4", "SENSOR8"],
+            "params": {"level": 1},
+        },
+    ],
+}
+
+
+def broken(change: Any) -> dict[str, Any]:
+    data = copy.deepcopy(VALID)
+    change(data)
+    return data
+
+
+# Each case: (description, file content, words the error must contain)
+CASES: list[tuple[str, Any, list[str]]] = [
+    ("bad JSON", '{"name": "x", "workers": [', ["bad JSON"]),
+    ("not an object", "[1, 2]", ["must be a JSON object"]),
+    ("no workers", broken(lambda d: d.pop("workers")), ["'workers'"]),
+    ("missing key", broken(lambda d: d["workers"][0].pop("port")), ["Forwarder 1", "missing required key 'port'"]),
+    ("unknown key", broken(lambda d: d["workers"][1].update(colour="red")), ["Repeater 1", "unknown key 'colour'"]),
+    ("unknown top-level key", broken(lambda d: d.update(extra=1)), ["workflow", "unknown key 'extra'"]),
+    (
+        "wrong type",
+        broken(lambda d: d["workers"][0].update(port="51001")),
+        ["Forwarder 1", "'port'", "integer"],
+    ),
+    (
+        "wrong list type",
+        broken(lambda d: d["workers"][1].update(inputs="SENSOR4")),
+        ["Repeater 1", "'inputs'", "array"],
+    ),
+    (
+        "duplicate ports",
+        broken(lambda d: d["workers"][1].update(port=51001)),
+        ["Repeater 1", "'port'", "already used by worker 'Forwarder 1'"],
+    ),
+    (
+        "ingest port clashes with an http port",
+        broken(lambda d: d["workers"][0].update(ingest_port=51002)),
+        ["'port'", "already used"],
+    ),
+    ("unknown worker type", broken(lambda d: d["workers"][1].update(type="teleporter")), ["unknown worker type"]),
+    (
+        "input nobody produces",
+        broken(lambda d: d["workers"][1].update(inputs=["SENSOR4", "SENSOR99"])),
+        ["Repeater 1", "'inputs'", "SENSOR99", "produced by no worker"],
+    ),
+    (
+        "bad component params",
+        broken(lambda d: d["workers"][1].update(params={"level": 0})),
+        ["Repeater 1", "params.level"],
+    ),
+    (
+        "ingest port without streams",
+        broken(lambda d: d["workers"][0].pop("inter_pan_inputs")),
+        ["Forwarder 1", "'ingest_port' and 'inter_pan_inputs'"],
+    ),
+    (
+        "duplicate worker names",
+        broken(lambda d: d["workers"][1].update(name="Forwarder 1")),
+        ["duplicate worker name"],
+    ),
+    (
+        "two original producers of one stream",
+        broken(
+            lambda d: d["workers"].append(
+                {
+                    "name": "Forwarder 2",
+                    "type": "forwarder",
+                    "host": "127.0.0.1",
+                    "port": 51003,
+                    "ingest_port": 50003,
+                    "inter_pan_inputs": ["SENSOR4"],
+                }
+            )
+        ),
+        ["Forwarder 2", "SENSOR4", "already produced by worker 'Forwarder 1'"],
+    ),
+    (
+        "repository port out of range",
+        broken(lambda d: d["repository"].update(port=0)),
+        ["repository", "'port'"],
+    ),
+    ("buffer size zero", broken(lambda d: d["workers"][0].update(buffer_size=0)), ["'buffer_size'"]),
+]
+
+
+def write(tmp_path: Path, content: Any) -> Path:
+    path = tmp_path / "wf.json"
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return path
+
+
+def test_valid_workflow_loads(tmp_path: Path) -> None:
+    workflow = load_workflow(write(tmp_path, VALID))
+    assert [w.name for w in workflow.workers] == ["Forwarder 1", "Repeater 1"]
+    assert workflow.peers().keys() == {"peer1", "peer2"}
+    assert workflow.workers[1].params == {"level": 1}
+    assert workflow.ingest_receiver("SENSOR8").name == "Forwarder 1"
+
+
+@pytest.mark.parametrize(("description", "content", "needles"), CASES, ids=[c[0] for c in CASES])
+def test_broken_workflows_are_rejected_with_a_message_naming_the_problem(
+    tmp_path: Path, description: str, content: Any, needles: list[str]
+) -> None:
+    with pytest.raises(WorkflowError) as caught:
+        load_workflow(write(tmp_path, content))
+    text = "\n".join(caught.value.problems)
+    for needle in needles:
+        assert needle in text, f"{description}: {needle!r} not in {text!r}"
+
+
+def test_all_problems_are_reported_at_once(tmp_path: Path) -> None:
+    data = broken(lambda d: (d["workers"][0].update(colour=1), d["workers"][1].update(port="x")))
+    with pytest.raises(WorkflowError) as caught:
+        load_workflow(write(tmp_path, data))
+    assert len(caught.value.problems) == 2
+
+
+def test_pan_validate_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(write(tmp_path, VALID))]) == 0
+    assert "ok" in capsys.readouterr().out
+    assert main(["validate", str(write(tmp_path, broken(lambda d: d["workers"][0].pop("type"))))]) == 1
+    assert "missing required key 'type'" in capsys.readouterr().err
+    assert main(["validate", str(tmp_path / "missing.json")]) == 1
+    assert "cannot read file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "workflows").glob("*.json")), ids=lambda p: p.name)
+def test_shipped_workflows_are_valid(path: Path) -> None:
+    load_workflow(path)
