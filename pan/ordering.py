@@ -259,7 +259,8 @@ class _DelayWindow:
         self.cur_n = self.cur_sum = self.cur_sq = self.cur_max = 0
         self.cur_smax = [0] * self.n_streams
 
-    def add(self, ds: list[int], pos: int) -> None:
+    def add(self, ds: list[int], pos: int | None) -> None:
+        """Add measurements of stream ``pos`` (None for pseudo measurements from notices)."""
         i, m = 0, len(ds)
         while i < m:
             room = self.half - self.cur_n
@@ -271,7 +272,7 @@ class _DelayWindow:
             self.cur_sq += sum(map(mul, chunk, chunk))
             if top > self.cur_max:
                 self.cur_max = top
-            if top > self.cur_smax[pos]:
+            if pos is not None and top > self.cur_smax[pos]:
                 self.cur_smax[pos] = top
             self.total += c
             i += c
@@ -466,13 +467,13 @@ class OrderingUnit:
         if prev is None:
             predicted = max(k_upstream, seen)
         elif k_upstream > prev:
-            predicted = seen + (k_upstream - prev)
+            predicted = max(seen, prev) + (k_upstream - prev)
         else:
             return False
         if predicted <= self._win.max():
             return False
         self._notices_applied += 1
-        self._win.add([predicted], pos)
+        self._win.add([predicted], None)
         old = self._k
         self._update_k()
         return self._k > old
