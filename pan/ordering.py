@@ -13,9 +13,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from heapq import heapify, heappop, heappush
-from itertools import accumulate, islice, repeat
-from operator import mul, sub
+from operator import mul
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +279,18 @@ class _DelayWindow:
                 self.prev_max, self.prev_smax = self.cur_max, self.cur_smax
                 self._clear_current()
 
+    def add_zeros(self, m: int) -> None:
+        """``m`` zero delays: the common case of a clock stream arriving in order."""
+        while m:
+            take = min(m, self.half - self.cur_n)
+            self.cur_n += take
+            self.total += take
+            m -= take
+            if self.cur_n >= self.half:
+                self.prev_n, self.prev_sum, self.prev_sq = self.cur_n, self.cur_sum, self.cur_sq
+                self.prev_max, self.prev_smax = self.cur_max, self.cur_smax
+                self._clear_current()
+
     @property
     def n(self) -> int:
         return self.prev_n + self.cur_n
@@ -309,6 +319,12 @@ class OrderingUnit:
     Output order is the total order (ts, position of the stream in ``streams``,
     arrival order within the stream = index order). With no late events it is
     therefore the same however arrivals interleave.
+
+    The buffer is one run per input stream, kept sorted by ts (stably, so equal
+    ts stay in index order) as two parallel lists of ts and events. Streams are
+    nearly in order, so a batch is usually just appended. A release cuts each run
+    at ``clk - K`` and merges the pieces with one stable sort on ts; ties across
+    streams then come out in stream-position order.
     """
 
     def __init__(self, settings: OrderingSettings, streams: Sequence[str]) -> None:
@@ -329,8 +345,9 @@ class OrderingUnit:
         self._fallback_pos = [i for i, s in enumerate(streams) if s in fallback]
         self._deliver = settings.late_policy == "deliver"
 
-        self._heap: list[tuple[int, int, int, dict]] = []
-        self._seq = 0
+        self._bts: list[list[int]] = [[] for _ in streams]
+        self._bev: list[list[dict]] = [[] for _ in streams]
+        self._n_buf = 0
         self._clk: int | None = None
         self._k = min(settings.initial_k, settings.max_k)
         self._win = _DelayWindow(settings.window, len(streams))
@@ -371,7 +388,7 @@ class OrderingUnit:
 
     @property
     def buffered(self) -> int:
-        return len(self._heap)
+        return self._n_buf
 
     @property
     def late_count(self) -> int:
@@ -411,16 +428,14 @@ class OrderingUnit:
         if not (_is_int(lo) and _is_int(hi)):
             raise ValueError(f"{stream}: 'ts' must be integer picoseconds, got {lo!r}..{hi!r}")
 
-        seq = self._seq
-        keys = list(zip(tss, repeat(pos, m), range(seq + 1, seq + 1 + m), events, strict=True))
-        self._seq = seq + m
-        heap = self._heap
-        if m >= (len(heap) >> 2):
-            heap.extend(keys)
-            heapify(heap)
+        bts, bev = self._bts[pos], self._bev[pos]
+        in_order = m == 1 or sorted(tss) == tss
+        if in_order and (not bts or bts[-1] <= tss[0]):
+            bts += tss
+            bev += events
         else:
-            for key in keys:
-                heappush(heap, key)
+            self._insert_unordered(bts, bev, tss, events, lo)
+        self._n_buf += m
         self._pushed += m
         old = self._max_ts[pos]
         if old is None or hi > old:
@@ -436,11 +451,22 @@ class OrderingUnit:
             return Released()
 
         clk0 = self._clk if self._clk is not None else tss[0]
-        run = list(accumulate(tss, max, initial=clk0))
-        if self._pending:
-            self._measure_pending(run[1])
-        self._record(list(map(sub, islice(run, 1, None), tss)), pos)
-        new_clk = run[-1]
+        if in_order and tss[0] >= clk0:  # fast path: every delay is 0
+            if self._pending:
+                self._measure_pending(tss[0])
+            self._record_zeros(m)
+            new_clk = tss[-1]
+        else:
+            if self._pending:
+                self._measure_pending(max(clk0, tss[0]))
+            ds = []
+            add = ds.append
+            new_clk = clk0
+            for t in tss:  # delay against the running clock
+                if t > new_clk:
+                    new_clk = t
+                add(new_clk - t)
+            self._record(ds, pos)
         if self._clk is None or new_clk > self._clk:
             self._clock_advances += 1
         self._clk = new_clk
@@ -494,7 +520,7 @@ class OrderingUnit:
         if self._pushed != self._seen_pushed:
             self._seen_pushed, self._input_wall = self._pushed, wall_now
         idle = self.settings.idle_timeout
-        if wall_now - self._input_wall >= idle and self._heap:
+        if wall_now - self._input_wall >= idle and self._n_buf:
             self._idle_flushes += 1
             return self._release(everything=True)
         if wall_now - self._clock_wall >= idle:
@@ -514,6 +540,16 @@ class OrderingUnit:
         return self._release(everything=True)
 
     # ------------------------------------------------------------------ internals
+
+    @staticmethod
+    def _insert_unordered(bts: list[int], bev: list[dict], tss: list[int], events: Sequence[dict], lo: int) -> None:
+        """Merge a batch into a stream's run; only the tail from ``lo`` on is re-sorted."""
+        j = bisect_right(bts, lo)
+        region_ts = bts[j:] + tss
+        region_ev = bev[j:] + list(events)
+        order = sorted(range(len(region_ts)), key=region_ts.__getitem__)  # stable: index order kept
+        bts[j:] = [region_ts[i] for i in order]
+        bev[j:] = [region_ev[i] for i in order]
 
     def _measure_pending(self, clk: int) -> None:
         for pos, tss in self._pending:
@@ -538,6 +574,11 @@ class OrderingUnit:
         self._hist_sum += sum(ds)
         self._hist_n += len(ds)
 
+    def _record_zeros(self, m: int) -> None:
+        self._win.add_zeros(m)
+        self._hist[0] += m
+        self._hist_n += m
+
     def _update_k(self) -> None:
         s = self.settings
         win = self._win
@@ -553,31 +594,52 @@ class OrderingUnit:
         self._k = k
 
     def _release(self, everything: bool = False) -> Released:
-        heap = self._heap
         out = Released()
-        if not heap or (self._clk is None and not everything):
+        if not self._n_buf or (self._clk is None and not everything):
             return out
         limit = math.inf if everything else self._clk - self._k
-        events, late = out.events, out.late
+        all_ts: list[int] = []
+        all_ev: list[dict] = []
+        starts: list[int] = []  # where each contributing stream's piece begins
+        owners: list[int] = []
+        for pos, bts in enumerate(self._bts):
+            if bts and bts[0] <= limit:
+                cut = len(bts) if bts[-1] <= limit else bisect_right(bts, limit)
+                bev = self._bev[pos]
+                starts.append(len(all_ts))
+                owners.append(pos)
+                all_ts += bts[:cut]
+                all_ev += bev[:cut]
+                del bts[:cut], bev[:cut]
+        n = len(all_ts)
+        if not n:
+            return out
+        self._n_buf -= n
+        if len(owners) > 1:
+            order = sorted(range(n), key=all_ts.__getitem__)  # stable: ties keep stream order
+            all_ev = list(map(all_ev.__getitem__, order))
+        else:
+            order = range(n)
+
+        def owner(k: int) -> int:
+            return owners[bisect_right(starts, order[k]) - 1]
+
+        # Only a prefix can be behind what was released before.
         rts, rpos = self._rel_key
-        # Pops come in key order, so only a prefix can be behind what was released before.
-        while heap and heap[0][0] <= limit:
-            ts, pos = heap[0][0], heap[0][1]
-            if ts > rts or (ts == rts and pos >= rpos):
-                break
-            ev = heappop(heap)[3]
-            late.append(ev)
-            if self._deliver:
-                events.append(ev)
-        n_late = len(late)
-        key = None
-        while heap and heap[0][0] <= limit:
-            key = heappop(heap)
-            events.append(key[3])
-        if key is not None:
-            self._rel_key = (key[0], key[1])
-            self._released += len(events) - (n_late if self._deliver else 0)
-        self._late += n_late
+        n_late = 0
+        if all_ts[order[0]] <= rts:
+            while n_late < n:
+                ts = all_ts[order[n_late]]
+                if ts > rts or (ts == rts and owner(n_late) >= rpos):
+                    break
+                n_late += 1
+        if n_late:
+            out.late = all_ev[:n_late]
+            self._late += n_late
+        out.events = all_ev if self._deliver or not n_late else all_ev[n_late:]
+        if n_late < n:
+            self._rel_key = (all_ts[order[-1]], owner(n - 1))
+            self._released += n - n_late
         return out
 
     # ------------------------------------------------------------------ reporting
@@ -599,7 +661,7 @@ class OrderingUnit:
         return {
             "k": self._k,
             "clk": self._clk,
-            "buffered": len(self._heap),
+            "buffered": self._n_buf,
             "late": self._late,
             "k_increases": self._k_increases,
             "pushed": self._pushed,
