@@ -13,6 +13,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from heapq import heappop, heappush
 from operator import mul
 from pathlib import Path
 from typing import Any
@@ -347,6 +348,10 @@ class OrderingUnit:
 
         self._bts: list[list[int]] = [[] for _ in streams]
         self._bev: list[list[dict]] = [[] for _ in streams]
+        # Heap of (head ts, pos) so a release visits only streams with something due;
+        # an entry is current iff it equals _head[pos], older ones are skipped.
+        self._heads: list[tuple[int, int]] = []
+        self._head: list[int | None] = [None] * len(streams)
         self._n_buf = 0
         self._clk: int | None = None
         self._k = min(settings.initial_k, settings.max_k)
@@ -435,6 +440,10 @@ class OrderingUnit:
             bev += events
         else:
             self._insert_unordered(bts, bev, tss, events, lo)
+        head = self._head[pos]
+        if head is None or bts[0] < head:
+            self._head[pos] = bts[0]
+            heappush(self._heads, (bts[0], pos))
         self._n_buf += m
         self._pushed += m
         old = self._max_ts[pos]
@@ -462,11 +471,15 @@ class OrderingUnit:
             ds = []
             add = ds.append
             new_clk = clk0
-            for t in tss:  # delay against the running clock
+            for t in tss:  # delay against the running clock; zeros are only counted
                 if t > new_clk:
                     new_clk = t
-                add(new_clk - t)
-            self._record(ds, pos)
+                elif t < new_clk:
+                    add(new_clk - t)
+            if m > len(ds):
+                self._record_zeros(m - len(ds))
+            if ds:
+                self._record(ds, pos)
         if self._clk is None or new_clk > self._clk:
             self._clock_advances += 1
         self._clk = new_clk
@@ -560,7 +573,7 @@ class OrderingUnit:
     def _record(self, ds: list[int], pos: int) -> None:
         self._win.add(ds, pos)
         hist = self._hist
-        if len(ds) <= 4:
+        if len(ds) <= 24:
             for d in ds:
                 hist[bisect_left(DELAY_BUCKETS_PS, d)] += 1
         else:
@@ -602,15 +615,25 @@ class OrderingUnit:
         all_ev: list[dict] = []
         starts: list[int] = []  # where each contributing stream's piece begins
         owners: list[int] = []
-        for pos, bts in enumerate(self._bts):
-            if bts and bts[0] <= limit:
-                cut = len(bts) if bts[-1] <= limit else bisect_right(bts, limit)
-                bev = self._bev[pos]
-                starts.append(len(all_ts))
-                owners.append(pos)
-                all_ts += bts[:cut]
-                all_ev += bev[:cut]
-                del bts[:cut], bev[:cut]
+        heads, head = self._heads, self._head
+        due = []
+        while heads and heads[0][0] <= limit:
+            ts, pos = heappop(heads)
+            if head[pos] == ts:
+                head[pos] = None
+                due.append(pos)
+        due.sort()  # concatenate in stream order so the stable sort breaks ties by position
+        for pos in due:
+            bts, bev = self._bts[pos], self._bev[pos]
+            cut = len(bts) if bts[-1] <= limit else bisect_right(bts, limit)
+            starts.append(len(all_ts))
+            owners.append(pos)
+            all_ts += bts[:cut]
+            all_ev += bev[:cut]
+            del bts[:cut], bev[:cut]
+            if bts:
+                head[pos] = bts[0]
+                heappush(heads, (bts[0], pos))
         n = len(all_ts)
         if not n:
             return out
