@@ -14,6 +14,8 @@ import sys
 COMMAND_MODULES: list[str] = [
     "pan.commands.runtime",  # repository, run, peer, subscribe, validate
     "pan.commands.demo",  # demo
+    "simulator.cli",  # generate
+    "pan.commands.offline",  # split
 ]
 
 
