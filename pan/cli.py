@@ -16,6 +16,7 @@ COMMAND_MODULES: list[str] = [
     "pan.commands.demo",  # demo
     "simulator.cli",  # generate
     "pan.commands.offline",  # split
+    "simulator.simulate_cli",  # simulate
 ]
 
 

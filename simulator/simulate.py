@@ -1,0 +1,505 @@
+"""The sensor simulator: replays a `pan split` folder as live sensors into a workflow.
+
+Each sensor is an independent transmitter with its own TCP connection to the
+worker the workflow names as its receiver, all driven by one asyncio loop.
+Pacing follows a time provider (local time or WeakTrueTime), so several
+simulator processes on several machines replay the same moment of the match
+at the same moment: every check period each sensor sends, in one write,
+every row whose due time has passed.  ``speedup`` 0 drops pacing and sends
+as fast as the receivers take it, still per sensor and in ts order.
+
+Rows due while a receiver is unreachable are lost (the sensor keeps trying
+to reconnect with backoff) and counted; nothing a receiver does stops the
+simulation.  Impairments (``simulator.impair``) reshape the send schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from pan.workflow import Workflow
+from simulator.clock import LocalTime, TimeProvider
+from simulator.debs import HALF1, HALF2
+from simulator.impair import ImpairProfile, Packet, SensorImpairment
+from simulator.sources import (
+    INTERRUPTIONS_FILE,
+    INTERRUPTIONS_STREAM,
+    RowSource,
+    Timeline,
+    first_ts,
+    interruption_lines,
+    sensor_files,
+)
+from simulator.wtt import Address, WTTMaster, WTTSlaveTime
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 8192  # rows per write when catching up or unpaced
+PS_PER_S = 10**12
+
+
+class SimulateError(Exception):
+    """The simulation cannot start (bad data folder, no WTT master, ...)."""
+
+
+@dataclass
+class SimulateOptions:
+    workflow: Workflow
+    data_dir: Path
+    sensors: list[str] | None = None  # stream names or bare sensor ids; None = every file + INTERRUPTIONS
+    speedup: float = 1.0  # 0 = unpaced
+    start_at_ms: int | None = None  # epoch ms on the provider's clock; None = right after connecting
+    skip_halftime: bool = False
+    halftime: tuple[int, int] = (HALF1[1], HALF2[0])
+    from_ts: int | None = None
+    to_ts: int | None = None
+    impair: ImpairProfile | None = None
+    clock: TimeProvider = field(default_factory=LocalTime)
+    wtt_master: Address | None = None
+    wtt_slave: Address | None = None
+    wtt_sync_timeout_s: float = 10.0
+    send_log: Path | None = None
+    check_period_ms: float = 10.0
+    progress: bool = False
+    progress_out: TextIO | None = None
+    connect_timeout_s: float = 2.0  # one connection attempt
+    give_up_s: float = 10.0  # unpaced only: how long to wait for an unreachable receiver
+    lead_ms: float = 50.0  # start this long after connecting when no start_at is given
+    stop: asyncio.Event | None = None  # set to end the simulation early (Ctrl-C)
+
+
+@dataclass
+class StreamStats:
+    receiver: str | None = None
+    sent: int = 0
+    lost_impairment: int = 0
+    lost_outage: int = 0
+    lost_disconnected: int = 0
+    skipped: int = 0
+    malformed: int = 0
+    writes: int = 0
+    connects: int = 0
+    connect_failures: int = 0
+    last_ts: int | None = None
+    error: str | None = None
+
+    @property
+    def lost(self) -> int:
+        return self.lost_impairment + self.lost_outage + self.lost_disconnected
+
+
+@dataclass
+class Summary:
+    streams: dict[str, StreamStats]
+    unrouted: list[str]
+    errors: list[str]
+    elapsed_s: float
+    start_ns: int
+    origin_ts: int | None
+    speedup: float
+    wtt: dict[str, Any] | None = None
+
+    @property
+    def sent(self) -> int:
+        return sum(s.sent for s in self.streams.values())
+
+    @property
+    def lost(self) -> int:
+        return sum(s.lost for s in self.streams.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        streams = {}
+        for name, s in self.streams.items():
+            streams[name] = {
+                "receiver": s.receiver, "sent": s.sent, "lost": s.lost,
+                "lost_impairment": s.lost_impairment, "lost_outage": s.lost_outage,
+                "lost_disconnected": s.lost_disconnected, "skipped": s.skipped, "malformed": s.malformed,
+                "writes": s.writes, "connects": s.connects, "connect_failures": s.connect_failures,
+                "last_ts": s.last_ts, "error": s.error,
+            }
+        return {
+            "status": "ok" if not self.errors else "errors",
+            "sent": self.sent,
+            "lost": self.lost,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "rate_rows_per_s": round(self.sent / self.elapsed_s, 1) if self.elapsed_s > 0 else None,
+            "speedup": self.speedup,
+            "start_ns": self.start_ns,
+            "origin_ts": self.origin_ts,
+            "unrouted": self.unrouted,
+            "errors": self.errors,
+            "wtt": self.wtt,
+            "streams": streams,
+        }
+
+
+class SendLog:
+    """CSV ``stream,ts,send_ns`` per sent row: the sensor side of the query-delay metric."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = open(path, "w", buffering=1 << 20)  # noqa: SIM115 (closed by close())
+        self._file.write("stream,ts,send_ns\n")
+
+    def record(self, stream: str, ts: list[int], send_ns: int) -> None:
+        prefix, suffix = stream + ",", f",{send_ns}\n"
+        self._file.write("".join([prefix + str(t) + suffix for t in ts]))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class Link:
+    """One sensor's TCP connection, reconnecting with exponential backoff."""
+
+    def __init__(self, name: str, host: str, port: int, stats: StreamStats, connect_timeout_s: float) -> None:
+        self.name, self.host, self.port = name, host, port
+        self.stats = stats
+        self.connect_timeout_s = connect_timeout_s
+        self.writer: asyncio.StreamWriter | None = None
+        self._backoff_s = 0.05
+        self._next_attempt = 0.0
+        self._reported = False
+
+    @property
+    def connected(self) -> bool:
+        return self.writer is not None and not self.writer.is_closing()
+
+    async def ensure(self, force: bool = False) -> bool:
+        """Connected afterwards?  Attempts respect the backoff unless ``force``."""
+        if self.connected:
+            return True
+        if not force and time.monotonic() < self._next_attempt:
+            return False
+        try:
+            _reader, self.writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.connect_timeout_s
+            )
+        except (OSError, TimeoutError) as exc:
+            self.writer = None
+            self.stats.connect_failures += 1
+            self.stats.error = f"cannot connect to {self.host}:{self.port}: {exc or 'timeout'}"
+            if not self._reported:
+                log.warning("%s: receiver %s:%d unreachable (%s); retrying", self.name, self.host,
+                            self.port, exc or "timeout")
+                self._reported = True
+            self._next_attempt = time.monotonic() + self._backoff_s
+            self._backoff_s = min(self._backoff_s * 2, 2.0)
+            return False
+        self.stats.connects += 1
+        self._backoff_s, self._reported = 0.05, False
+        return True
+
+    async def send(self, data: bytes) -> bool:
+        if self.writer is None:
+            return False
+        try:
+            self.writer.write(data)
+            await self.writer.drain()
+        except (ConnectionError, OSError) as exc:
+            log.warning("%s: connection to %s:%d lost: %s", self.name, self.host, self.port, exc)
+            self.stats.error = f"connection lost: {exc}"
+            await self.close()
+            return False
+        self.stats.writes += 1
+        return True
+
+    async def close(self) -> None:
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+class Pacer:
+    """Check-period ticks on the provider's clock, relative to the common start."""
+
+    def __init__(self, clock: TimeProvider, start_ns: int, check_ns: int) -> None:
+        self.clock, self.start_ns, self.check_ns = clock, start_ns, check_ns
+
+    async def wait_start(self) -> None:
+        # Re-read the clock every half second at most: a WTT slave may still adjust it.
+        left = self.start_ns - self.clock.now_ns()
+        while left > 0:
+            await asyncio.sleep(min(left / 1e9, 0.5))
+            left = self.start_ns - self.clock.now_ns()
+
+    async def tick(self, last_ns: int) -> int:
+        """Sleep to the next check after ``last_ns``; returns ns since the start (never less than before)."""
+        target = (last_ns // self.check_ns + 1) * self.check_ns
+        now = self.clock.now_ns() - self.start_ns
+        if target > now:
+            await asyncio.sleep((target - now) / 1e9)
+            now = self.clock.now_ns() - self.start_ns
+        return max(now, last_ns)
+
+
+class SensorRunner:
+    """Replays one stream over its own link, paced or not, impaired or not."""
+
+    def __init__(self, stream: str, source: RowSource, link: Link, stats: StreamStats, timeline: Timeline,
+                 impairment: SensorImpairment | None, options: SimulateOptions, send_log: SendLog | None) -> None:
+        self.stream, self.source, self.link, self.stats = stream, source, link, stats
+        self.timeline, self.imp, self.opts, self.send_log = timeline, impairment, options, send_log
+        self.limit_ts: int | None = None
+        self.gave_up = False
+
+    def _stopped(self) -> bool:
+        return self.opts.stop is not None and self.opts.stop.is_set()
+
+    async def run(self, pacer: Pacer) -> None:
+        try:
+            if self.opts.speedup == 0:
+                await self._run_unpaced()
+            else:
+                await self._run_paced(pacer)
+        finally:
+            s = self.source.counts
+            self.stats.skipped, self.stats.malformed = s.skipped, s.malformed
+            await self.link.close()
+
+    async def _run_paced(self, pacer: Pacer) -> None:
+        now = -1
+        while not self._stopped():
+            now = await pacer.tick(now)
+            if self.imp is None:
+                self.limit_ts = limit = self.timeline.ts_limit(now)
+                while True:
+                    ts, lines = self.source.take(limit, MAX_BATCH)
+                    if not ts:
+                        break
+                    await self._deliver(ts, lines, pacer)
+                if self.source.exhausted:
+                    return
+            else:
+                self.limit_ts = self.timeline.ts_limit(now)
+                self._feed(self.timeline.ts_limit(now + self.imp.horizon_ns))
+                for packet in self.imp.pop_due(now):
+                    await self._handle(packet, pacer)
+                if self.source.exhausted and self.imp.pending == 0:
+                    return
+
+    async def _run_unpaced(self) -> None:
+        while not self._stopped():
+            ts, lines = self.source.take(2**63 - 1, MAX_BATCH)
+            if self.imp is None:
+                if not ts:
+                    return
+                self.limit_ts = ts[-1]
+                await self._deliver(ts, lines, None)
+                continue
+            if ts:
+                self.limit_ts = ts[-1]
+                self.imp.feed(ts, lines)
+            if self.source.exhausted:
+                self.imp.finish()
+                virtual_now: float = float("inf")
+            else:
+                virtual_now = self.timeline.due_one(ts[-1]) - self.imp.horizon_ns
+            for packet in self.imp.pop_due(virtual_now):
+                await self._handle(packet, None)
+            if self.source.exhausted and self.imp.pending == 0:
+                return
+
+    def _feed(self, limit_ts: int) -> None:
+        assert self.imp is not None
+        while True:
+            ts, lines = self.source.take(limit_ts, MAX_BATCH)
+            if not ts:
+                break
+            self.imp.feed(ts, lines)
+        if self.source.exhausted:
+            self.imp.finish()
+
+    async def _handle(self, packet: Packet, pacer: Pacer | None) -> None:
+        if packet.fate == "lost":
+            self.stats.lost_impairment += len(packet.ts)
+        elif packet.fate == "outage":
+            self.stats.lost_outage += len(packet.ts)
+            await self.link.close()  # the sensor is unreachable: its connection drops
+        else:
+            await self._deliver(packet.ts, packet.lines, pacer, force_connect=not self.link.connected)
+
+    async def _deliver(self, ts: list[int], lines: list[bytes], pacer: Pacer | None,
+                       force_connect: bool = False) -> None:
+        if self.gave_up:
+            self.stats.lost_disconnected += len(ts)
+            return
+        if not await self.link.ensure(force=force_connect) and not await self._wait_for_link(pacer):
+            self.stats.lost_disconnected += len(ts)
+            return
+        if not await self.link.send(b"".join(lines)):
+            self.stats.lost_disconnected += len(ts)  # unknown how much arrived: the receiver went away
+            return
+        self.stats.sent += len(ts)
+        self.stats.last_ts = ts[-1]
+        if self.send_log is not None:
+            clock = pacer.clock if pacer is not None else self.opts.clock
+            self.send_log.record(self.stream, ts, clock.now_ns())
+
+    async def _wait_for_link(self, pacer: Pacer | None) -> bool:
+        """Unpaced sensors wait (up to give_up_s) for their receiver; paced ones lose what is due."""
+        if pacer is not None:
+            return False
+        deadline = time.monotonic() + self.opts.give_up_s
+        while time.monotonic() < deadline and not self._stopped():
+            await asyncio.sleep(0.05)
+            if await self.link.ensure():
+                return True
+        self.gave_up = True
+        log.warning("%s: giving up on receiver %s", self.stream, self.stats.receiver)
+        return False
+
+
+class Progress:
+    """One line per second on stderr: rows sent, rate, event time reached, losses."""
+
+    def __init__(self, runners: list[SensorRunner], timeline: Timeline, out: TextIO) -> None:
+        self.runners, self.timeline, self.out = runners, timeline, out
+
+    async def run(self) -> None:
+        last_sent, last_t = 0, time.monotonic()
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            sent = sum(r.stats.sent for r in self.runners)
+            lost = sum(r.stats.lost for r in self.runners)
+            limits = [r.limit_ts for r in self.runners if r.limit_ts is not None]
+            reached = (max(limits) - self.timeline.origin_ts) / PS_PER_S if limits else 0.0
+            connected = sum(r.link.connected for r in self.runners)
+            rate = (sent - last_sent) / (now - last_t)
+            print(f"simulate: sent {sent} rows ({rate:,.0f}/s), event time +{reached:.1f} s "
+                  f"(ts {max(limits) if limits else '-'}), lost {lost}, connected {connected}/{len(self.runners)}",
+                  file=self.out, flush=True)
+            last_sent, last_t = sent, now
+
+
+def _select(data_dir: Path, wanted: list[str] | None) -> tuple[dict[str, Path], bool, list[str]]:
+    """(sensor files to replay, whether to feed INTERRUPTIONS, errors)."""
+    files = sensor_files(data_dir)
+    has_interruptions = (data_dir / INTERRUPTIONS_FILE).is_file()
+    if wanted is None:
+        return files, has_interruptions, []
+    chosen: dict[str, Path] = {}
+    errors = []
+    feed_interruptions = False
+    for name in wanted:
+        stream = f"SENSOR{name}" if name.isdigit() else name
+        if stream == INTERRUPTIONS_STREAM:
+            feed_interruptions = has_interruptions
+            if not has_interruptions:
+                errors.append(f"{INTERRUPTIONS_STREAM}: no {INTERRUPTIONS_FILE} in {data_dir}")
+        elif stream in files:
+            chosen[stream] = files[stream]
+        else:
+            errors.append(f"{stream}: no file {stream}.csv in {data_dir}")
+    return chosen, feed_interruptions, errors
+
+
+async def _start_clock(opts: SimulateOptions) -> tuple[TimeProvider, WTTMaster | WTTSlaveTime | None]:
+    if opts.wtt_master is not None:
+        master = WTTMaster(*opts.wtt_master, clock=opts.clock)
+        await master.start()
+        return master, master
+    if opts.wtt_slave is not None:
+        slave = WTTSlaveTime(opts.wtt_slave, clock=opts.clock)
+        await slave.start()
+        if not await slave.wait_synced(opts.wtt_sync_timeout_s):
+            await slave.stop()
+            host, port = opts.wtt_slave
+            raise SimulateError(f"no time from WTT master {host}:{port} within {opts.wtt_sync_timeout_s} s")
+        return slave, slave
+    return opts.clock, None
+
+
+async def simulate(opts: SimulateOptions) -> Summary:
+    """Replay the selected streams of ``opts.data_dir`` into ``opts.workflow``; returns what happened."""
+    if opts.speedup < 0:
+        raise SimulateError("speedup must be >= 0")
+    if not opts.data_dir.is_dir():
+        raise SimulateError(f"data folder not found: {opts.data_dir}")
+    files, feed_interruptions, errors = _select(opts.data_dir, opts.sensors)
+    origin = first_ts(opts.data_dir, sensor_files(opts.data_dir))
+    if opts.from_ts is not None:
+        origin = opts.from_ts if origin is None else max(origin, opts.from_ts)
+    gap = opts.halftime if opts.skip_halftime else None
+    filters = {"lo": opts.from_ts, "hi": opts.to_ts, "gap": gap}
+
+    sources: dict[str, RowSource] = {s: RowSource.from_file(s, p, **filters) for s, p in files.items()}
+    if feed_interruptions:
+        lines = interruption_lines(opts.data_dir / INTERRUPTIONS_FILE)
+        sources[INTERRUPTIONS_STREAM] = RowSource(INTERRUPTIONS_STREAM, iter([lines] if lines else []),
+                                                  json_lines=True, **filters)
+        if origin is None and lines:
+            origin = sources[INTERRUPTIONS_STREAM].peek_ts()
+    if origin is None:
+        origin = 0
+    timeline = Timeline(origin, opts.speedup, gap)
+    span_ns = int(3 * 3600 * 1e9 / (opts.speedup or 1.0))  # bounds how early a drifting clock can send
+
+    clock, wtt = await _start_clock(opts)
+    send_log = SendLog(opts.send_log) if opts.send_log is not None else None
+    streams: dict[str, StreamStats] = {}
+    unrouted: list[str] = []
+    runners: list[SensorRunner] = []
+    for stream, source in sources.items():
+        spec = opts.workflow.ingest_receiver(stream)
+        if spec is None or spec.ingest_port is None:
+            unrouted.append(stream)
+            continue
+        stats = StreamStats(receiver=f"{spec.host}:{spec.ingest_port}")
+        streams[stream] = stats
+        link = Link(stream, spec.host, spec.ingest_port, stats, opts.connect_timeout_s)
+        params = opts.impair.for_stream(stream) if opts.impair is not None else None
+        impairment = None
+        if params is not None and opts.impair is not None:
+            sid = int(stream.removeprefix("SENSOR"))
+            impairment = SensorImpairment(params, opts.impair.seed, sid, timeline.due_ns, origin, span_ns)
+        runners.append(SensorRunner(stream, source, link, stats, timeline, impairment, opts, send_log))
+    if unrouted:
+        log.warning("no receiver in workflow %r for %s: skipped", opts.workflow.name, ", ".join(unrouted))
+    errors.extend(f"{s}: no receiver in the workflow (skipped)" for s in unrouted)
+
+    progress_task = None
+    started_mono = time.monotonic()
+    start_ns = clock.now_ns()
+    try:
+        await asyncio.gather(*(r.link.ensure(force=True) for r in runners))
+        start_ns = opts.start_at_ms * 1_000_000 if opts.start_at_ms is not None else (
+            clock.now_ns() + int(opts.lead_ms * 1e6))
+        if start_ns < clock.now_ns() - 1_000_000_000:
+            log.warning("start time lies %.1f s in the past: catching up", (clock.now_ns() - start_ns) / 1e9)
+        pacer = Pacer(clock, start_ns, max(1, int(opts.check_period_ms * 1e6)))
+        await pacer.wait_start()
+        started_mono = time.monotonic()
+        if opts.progress:
+            progress_task = asyncio.create_task(Progress(runners, timeline, opts.progress_out or sys.stderr).run())
+        await asyncio.gather(*(r.run(pacer) for r in runners))
+    finally:
+        elapsed = time.monotonic() - started_mono
+        if progress_task is not None:
+            progress_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await progress_task
+        for r in runners:
+            await r.link.close()
+        if send_log is not None:
+            send_log.close()
+        wtt_status = None
+        if isinstance(wtt, WTTSlaveTime):
+            wtt_status = {"role": "slave", **wtt.status()}
+        elif isinstance(wtt, WTTMaster):
+            wtt_status = {"role": "master", "port": wtt.port, "slaves": len(wtt.slaves)}
+        if wtt is not None:
+            await wtt.stop()
+    for name, stats in streams.items():
+        if stats.sent == 0 and stats.error:
+            errors.append(f"{name}: {stats.error}")
+    return Summary(streams, unrouted, errors, elapsed, start_ns, origin, opts.speedup, wtt_status)

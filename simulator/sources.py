@@ -1,0 +1,228 @@
+"""Where simulated rows come from: per-sensor files of a `pan split` folder, read in blocks.
+
+A full game is several GB, so a sensor's file is never loaded whole: rows
+are read in blocks of about a megabyte and handed out up to a timestamp
+limit.  The replay's time axis (``Timeline``) lives here too, because every
+sensor of a run, on every machine, must map the same ``ts`` to the same
+moment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+SENSOR_FILE = re.compile(r"^SENSOR(\d+)\.csv$")
+INTERRUPTIONS_STREAM = "INTERRUPTIONS"
+INTERRUPTIONS_FILE = "interruptions.csv"
+BLOCK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Maps event time (ps) to replay time (ns after the start) and back.
+
+    ``speedup`` 0 (unpaced) keeps the 1:1 scale for ordering decisions.  With
+    ``gap`` = (end of first half, start of second half) the break is cut out
+    of the replay: rows inside it are not sent, and the second half follows
+    the first without a pause.
+    """
+
+    origin_ts: int
+    speedup: float
+    gap: tuple[int, int] | None = None
+
+    @property
+    def ps_per_ns(self) -> float:
+        return 1000.0 * (self.speedup or 1.0)
+
+    def due_ns(self, ts: np.ndarray) -> np.ndarray:
+        rel = ts.astype(np.int64) - self.origin_ts
+        if self.gap is not None:
+            start, end = self.gap
+            rel = np.where(ts >= end, rel - (end - start), np.where(ts > start, start - self.origin_ts, rel))
+        return (rel / self.ps_per_ns).astype(np.int64)
+
+    def due_one(self, ts: int) -> int:
+        return int(self.due_ns(np.asarray([ts], dtype=np.int64))[0])
+
+    def ts_limit(self, now_ns: float) -> int:
+        """The largest ts that is due ``now_ns`` after the start."""
+        if now_ns == float("inf"):
+            return 2**63 - 1
+        limit = self.origin_ts + int(now_ns * self.ps_per_ns)
+        if self.gap is not None and limit > self.gap[0]:
+            limit += self.gap[1] - self.gap[0]
+        return limit
+
+
+@dataclass
+class SourceCounts:
+    read: int = 0
+    skipped: int = 0  # outside --from/--to or inside a skipped half-time break
+    malformed: int = 0  # no integer ts in the second field
+
+
+class RowSource:
+    """ts-ordered rows of one stream, handed out up to a limit, with filtering by ts."""
+
+    def __init__(self, stream: str, blocks: Iterator[list[bytes]], lo: int | None = None,
+                 hi: int | None = None, gap: tuple[int, int] | None = None, json_lines: bool = False) -> None:
+        self.stream = stream
+        self.json_lines = json_lines
+        self._passed_hi = False
+        self.counts = SourceCounts()
+        self._blocks = blocks
+        self._lo, self._hi, self._gap = lo, hi, gap
+        self._ts: list[int] = []
+        self._lines: list[bytes] = []
+        self._pos = 0
+        self.exhausted = False
+
+    @classmethod
+    def from_file(cls, stream: str, path: Path, **filters: object) -> RowSource:
+        return cls(stream, _file_blocks(path), **filters)  # type: ignore[arg-type]
+
+    def _load(self) -> bool:
+        """Read the next non-empty block; False at the end of the data."""
+        for lines in self._blocks:
+            if not lines[-1].endswith(b"\n"):
+                lines[-1] += b"\n"
+            self.counts.read += len(lines)
+            try:
+                if self.json_lines:
+                    ts = [orjson.loads(line)["ts"] for line in lines]
+                else:
+                    ts = [int(line.split(b",", 2)[1]) for line in lines]
+            except (ValueError, IndexError, KeyError, TypeError):
+                ts, lines = self._parse_slowly(lines)
+            ts, lines = self._filter(ts, lines)
+            if ts:
+                self._ts, self._lines, self._pos = ts, lines, 0
+                return True
+            if self._hi is not None and self._passed_hi:
+                break
+        self.exhausted = True
+        self._ts, self._lines, self._pos = [], [], 0
+        return False
+
+    def _parse_slowly(self, lines: list[bytes]) -> tuple[list[int], list[bytes]]:
+        ts, kept = [], []
+        for line in lines:
+            try:
+                ts.append(int(orjson.loads(line)["ts"]) if self.json_lines else int(line.split(b",", 2)[1]))
+            except (ValueError, IndexError, KeyError, TypeError):
+                if line.strip():
+                    self.counts.malformed += 1
+                continue
+            kept.append(line)
+        return ts, kept
+
+    def _filter(self, ts: list[int], lines: list[bytes]) -> tuple[list[int], list[bytes]]:
+        lo, hi, gap = self._lo, self._hi, self._gap
+        if lo is None and hi is None and gap is None:
+            return ts, lines
+        lo = -(2**63) if lo is None else lo
+        hi_ = 2**63 - 1 if hi is None else hi
+        g0, g1 = gap if gap is not None else (hi_, hi_)
+        keep = [i for i, t in enumerate(ts) if lo <= t <= hi_ and not g0 < t < g1]
+        if ts and ts[-1] > hi_:
+            self._passed_hi = True  # files are sorted: nothing later can be in range
+        self.counts.skipped += len(ts) - len(keep)
+        if len(keep) == len(ts):
+            return ts, lines
+        return [ts[i] for i in keep], [lines[i] for i in keep]
+
+    def take(self, limit_ts: int, max_rows: int) -> tuple[list[int], list[bytes]]:
+        """Up to ``max_rows`` of the next rows with ts <= ``limit_ts``, in file order."""
+        out_ts: list[int] = []
+        out_lines: list[bytes] = []
+        while len(out_ts) < max_rows:
+            if self._pos >= len(self._ts) and (self.exhausted or not self._load()):
+                break
+            ts, pos = self._ts, self._pos
+            end = min(len(ts), pos + max_rows - len(out_ts))
+            stop = pos
+            if ts[end - 1] <= limit_ts:
+                stop = end
+            else:
+                while stop < end and ts[stop] <= limit_ts:
+                    stop += 1
+            if stop == pos:
+                break
+            if not out_ts and stop - pos == len(ts):
+                out_ts, out_lines = ts, self._lines  # the whole block: no copy
+            else:
+                out_ts.extend(ts[pos:stop])
+                out_lines.extend(self._lines[pos:stop])
+            self._pos = stop
+            if stop < end:
+                break
+        return out_ts, out_lines
+
+    def peek_ts(self) -> int | None:
+        if self._pos >= len(self._ts) and (self.exhausted or not self._load()):
+            return None
+        return self._ts[self._pos]
+
+
+def _file_blocks(path: Path) -> Iterator[list[bytes]]:
+    with open(path, "rb") as f:
+        while lines := f.readlines(BLOCK_BYTES):
+            yield lines
+
+
+def sensor_files(data_dir: Path) -> dict[str, Path]:
+    """SENSOR<sid> -> file, for every per-sensor file of a split folder, by sensor id."""
+    found = {}
+    for path in data_dir.iterdir():
+        match = SENSOR_FILE.match(path.name)
+        if match:
+            found[int(match.group(1))] = path
+    return {f"SENSOR{sid}": found[sid] for sid in sorted(found)}
+
+
+def first_ts(data_dir: Path, files: dict[str, Path]) -> int | None:
+    """The earliest ts of the whole folder, so every machine of a run shares one origin."""
+    manifest = data_dir / "manifest.json"
+    if manifest.is_file():
+        try:
+            sensors = orjson.loads(manifest.read_bytes()).get("sensors", {})
+            firsts = [s["first_ts"] for s in sensors.values() if isinstance(s.get("first_ts"), int)]
+            if firsts:
+                return min(firsts)
+        except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError):
+            pass
+    firsts = []
+    for path in files.values():
+        with open(path, "rb") as f:
+            for line in f:
+                try:
+                    firsts.append(int(line.split(b",", 2)[1]))
+                    break
+                except (ValueError, IndexError):
+                    continue
+    return min(firsts) if firsts else None
+
+
+def interruption_lines(path: Path) -> list[bytes]:
+    """INTERRUPTIONS events as JSON lines, ordered by ts, from ``start_ts,end_ts`` rows."""
+    events: list[tuple[int, int, bytes]] = []
+    for number, raw in enumerate(path.read_text().splitlines()):
+        parts = raw.strip().split(",")
+        if not raw.strip() or (number == 0 and not parts[0].lstrip("-").isdigit()):
+            continue  # header or blank
+        try:
+            start, end = int(parts[0]), int(parts[1])
+        except (ValueError, IndexError):
+            raise ValueError(f"{path}: line {number + 1}: expected start_ts,end_ts, got {raw!r}") from None
+        for ts, rank, event in ((start, 1, "begin"), (end, 0, "end")):
+            line = orjson.dumps({"stream": INTERRUPTIONS_STREAM, "ts": ts, "event": event}) + b"\n"
+            events.append((ts, rank, line))
+    events.sort(key=lambda e: (e[0], e[1]))
+    return [line for _ts, _rank, line in events]

@@ -1,0 +1,266 @@
+"""Sensor simulator end to end: real TCP into real forwarders (or a byte recorder), small split folders."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pan.repository import RepositoryServer
+from pan.worker import Worker
+from pan.workflow import Workflow
+from simulator.clock import SkewedTime
+from simulator.debs import HALF1, HALF2
+from simulator.simulate import SimulateOptions, simulate
+from tests.conftest import ROOT, WorkerGroup, forwarder, free_port, make_workflow, sensor_row, wait_until
+
+PS = 10**12
+T0 = HALF1[0]  # kick-off, ps
+ALL = ["SENSOR4", "SENSOR13", "SENSOR47", "INTERRUPTIONS"]
+
+
+def write_split(folder: Path, rows: dict[int, list[int]], interruptions: list[tuple[int, int]] = ()) -> Path:
+    """A `pan split`-format folder: SENSOR<sid>.csv (no header, ts-sorted) and interruptions.csv."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for sid, stamps in rows.items():
+        text = "".join(sensor_row(sid, ts, k) + "\n" for k, ts in enumerate(stamps))
+        (folder / f"SENSOR{sid}.csv").write_text(text)
+    if interruptions:
+        lines = ["start_ts,end_ts", *(f"{a},{b}" for a, b in interruptions)]
+        (folder / "interruptions.csv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def rate_rows(start: int, seconds: float, hz: int) -> list[int]:
+    period = PS // hz
+    return [start + n * period for n in range(int(seconds * hz))]
+
+
+def small_match(folder: Path, seconds: float = 1.0) -> Path:
+    return write_split(
+        folder,
+        {4: rate_rows(T0, seconds, 2000), 13: rate_rows(T0 + 1, seconds, 200), 47: rate_rows(T0 + 2, seconds, 200)},
+        [(T0 + PS // 4, T0 + PS // 2)],
+    )
+
+
+def held(worker: Worker, stream: str) -> list[dict]:
+    return [orjson.loads(b) for b in worker.outputs[stream].buffer.read(-1, oldest=1_000_000).items]
+
+
+def expected_ts(folder: Path, stream: str) -> list[int]:
+    return [int(line.split(",")[1]) for line in (folder / f"{stream}.csv").read_text().splitlines()]
+
+
+@pytest.fixture
+async def fwd(repository: RepositoryServer, workers: WorkerGroup) -> tuple[Worker, Workflow]:
+    workflow = make_workflow(repository.port, [forwarder("F", ALL, buffer_size=100_000)])
+    (worker,) = await workers.start(workflow)
+    return worker, workflow
+
+
+class Recorder:
+    """A plain TCP receiver: keeps every connection's lines with their arrival time (ns, local clock)."""
+
+    def __init__(self) -> None:
+        self.connections: list[list[tuple[int, bytes]]] = []
+        self.port = 0
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        lines: list[tuple[int, bytes]] = []
+        self.connections.append(lines)
+        while line := await reader.readline():
+            lines.append((time.time_ns(), line))
+        writer.close()
+
+    def lines(self) -> list[tuple[int, bytes]]:
+        return [x for conn in self.connections for x in conn]
+
+
+@pytest.fixture
+async def recorder() -> Recorder:
+    rec = Recorder()
+    await rec.start()
+    yield rec
+    await rec.stop()
+
+
+def recorder_workflow(rec: Recorder, streams: list[str]) -> Workflow:
+    return make_workflow(free_port(), [forwarder("R", streams, ingest_port=rec.port)])
+
+
+async def test_unpaced_delivers_every_row_once_in_order(fwd: tuple[Worker, Workflow], tmp_path: Path) -> None:
+    worker, workflow = fwd
+    data = small_match(tmp_path / "split")
+    summary = await simulate(SimulateOptions(workflow, data, speedup=0))
+    totals = {"SENSOR4": 2000, "SENSOR13": 200, "SENSOR47": 200, "INTERRUPTIONS": 2}
+    assert {s: st.sent for s, st in summary.streams.items()} == totals
+    assert summary.lost == 0 and summary.errors == [] and summary.unrouted == []
+    await wait_until(lambda: worker.component.counters()["rows"] == sum(totals.values()))
+    for stream in ("SENSOR4", "SENSOR13", "SENSOR47"):
+        assert [t["ts"] for t in held(worker, stream)] == expected_ts(data, stream)
+    assert [(t["ts"], t["event"]) for t in held(worker, "INTERRUPTIONS")] == [
+        (T0 + PS // 4, "begin"), (T0 + PS // 2, "end")]
+    c = worker.component.counters()
+    assert c["connections"] == 4 and c["malformed"] == 0 and c["unexpected"] == 0  # one connection per stream
+
+
+async def test_paced_replay_follows_event_time(fwd: tuple[Worker, Workflow], tmp_path: Path) -> None:
+    worker, workflow = fwd
+    data = small_match(tmp_path / "split", seconds=1.0)
+    log_path = tmp_path / "send.csv"
+    summary = await simulate(SimulateOptions(workflow, data, speedup=2.0, send_log=log_path, check_period_ms=10))
+    assert summary.sent == 2402 and summary.lost == 0
+    assert 0.4 < summary.elapsed_s < 1.5  # 1 s of match at speedup 2, loosely
+    await wait_until(lambda: worker.component.counters()["rows"] == 2402)
+    for stream in ("SENSOR4", "SENSOR13", "SENSOR47"):
+        assert [t["ts"] for t in held(worker, stream)] == expected_ts(data, stream)
+    # The send log: one line per row, each sent at (or shortly after) its due time.
+    rows = [line.split(",") for line in log_path.read_text().splitlines()[1:]]
+    assert len(rows) == 2402
+    late = [int(ns) - summary.start_ns - (int(ts) - summary.origin_ts) / 2000 for _s, ts, ns in rows]
+    assert min(late) >= -1_000_000  # never early (1 ms slack for clock reads)
+    assert sorted(late)[len(late) // 2] < 50_000_000  # typically within a few check periods
+
+
+async def test_sensor_subset_and_ts_range(fwd: tuple[Worker, Workflow], tmp_path: Path) -> None:
+    worker, workflow = fwd
+    data = small_match(tmp_path / "split")
+    lo, hi = T0 + PS // 10, T0 + PS // 5
+    summary = await simulate(SimulateOptions(workflow, data, sensors=["SENSOR4", "13"], speedup=0,
+                                             from_ts=lo, to_ts=hi))
+    want4 = [t for t in expected_ts(data, "SENSOR4") if lo <= t <= hi]
+    want13 = [t for t in expected_ts(data, "SENSOR13") if lo <= t <= hi]
+    assert set(summary.streams) == {"SENSOR4", "SENSOR13"}
+    assert summary.streams["SENSOR4"].sent == len(want4) == 201
+    assert summary.streams["SENSOR4"].skipped == 2000 - 201
+    await wait_until(lambda: worker.component.counters()["rows"] == len(want4) + len(want13))
+    assert [t["ts"] for t in held(worker, "SENSOR4")] == want4
+    assert [t["ts"] for t in held(worker, "SENSOR13")] == want13
+    assert held(worker, "SENSOR47") == [] and held(worker, "INTERRUPTIONS") == []
+
+
+async def test_skip_halftime_jumps_over_the_break(fwd: tuple[Worker, Workflow], tmp_path: Path) -> None:
+    worker, workflow = fwd
+    end1, start2 = HALF1[1], HALF2[0]
+    stamps = [*rate_rows(end1 - PS // 2, 0.5, 200), *rate_rows(end1 + 60 * PS, 0.2, 200),
+              *rate_rows(start2, 0.5, 200)]
+    data = write_split(tmp_path / "split", {13: stamps})
+    summary = await simulate(SimulateOptions(workflow, data, speedup=1.0, skip_halftime=True))
+    assert summary.streams["SENSOR13"].sent == 200 and summary.streams["SENSOR13"].skipped == 40
+    assert summary.elapsed_s < 3.0  # 1 s of play, not the 9-minute break
+    await wait_until(lambda: len(held(worker, "SENSOR13")) == 200)
+    got = [t["ts"] for t in held(worker, "SENSOR13")]
+    assert got == [t for t in stamps if not end1 < t < start2]
+
+
+async def test_unrouted_streams_are_reported_and_skipped(repository: RepositoryServer, workers: WorkerGroup,
+                                                         tmp_path: Path) -> None:
+    workflow = make_workflow(repository.port, [forwarder("F", ["SENSOR4"])])
+    (worker,) = await workers.start(workflow)
+    data = small_match(tmp_path / "split")
+    summary = await simulate(SimulateOptions(workflow, data, speedup=0, sensors=["SENSOR4", "SENSOR47", "SENSOR99"]))
+    assert summary.unrouted == ["SENSOR47"]
+    assert any("SENSOR47" in e and "no receiver" in e for e in summary.errors)
+    assert any("SENSOR99" in e and "no file" in e for e in summary.errors)
+    assert summary.streams["SENSOR4"].sent == 2000
+    await wait_until(lambda: worker.component.counters()["rows"] == 2000)
+
+
+@pytest.mark.parametrize("speedup", [0.0, 4.0])
+async def test_unreachable_receiver_is_reported_not_fatal(tmp_path: Path, speedup: float) -> None:
+    workflow = make_workflow(free_port(), [forwarder("F", ALL)])  # nobody listens on its ingest port
+    data = small_match(tmp_path / "split", seconds=0.5)
+    summary = await simulate(SimulateOptions(workflow, data, speedup=speedup, give_up_s=0.3))
+    assert summary.sent == 0
+    assert summary.lost == 1000 + 100 + 100 + 2
+    assert summary.streams["SENSOR4"].lost_disconnected == 1000
+    assert summary.streams["SENSOR4"].connect_failures >= 1
+    assert any("cannot connect" in e for e in summary.errors)
+
+
+async def test_receiver_that_comes_up_late_gets_the_rest(recorder: Recorder, tmp_path: Path) -> None:
+    """Paced: rows due while the receiver is away are lost and counted; later ones arrive."""
+    port = free_port()
+    workflow = make_workflow(free_port(), [forwarder("R", ["SENSOR13"], ingest_port=port)])
+    data = write_split(tmp_path / "split", {13: rate_rows(T0, 1.0, 200)})
+    task = asyncio.create_task(simulate(SimulateOptions(workflow, data, speedup=1.0)))
+    await asyncio.sleep(0.4)
+    got: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            got.append(line)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    try:
+        summary = await task
+    finally:
+        server.close()
+    stats = summary.streams["SENSOR13"]
+    assert stats.sent + stats.lost_disconnected == 200
+    assert 0 < stats.sent < 200 and stats.connects == 1
+    await wait_until(lambda: len(got) == stats.sent)
+    assert [int(x.split(b",")[1]) for x in got] == rate_rows(T0, 1.0, 200)[200 - stats.sent :]
+
+
+async def test_wtt_aligns_two_simulators_with_skewed_clocks(recorder: Recorder, tmp_path: Path) -> None:
+    """Two simulators, one clock 20 s ahead: with WTT both start at the same master time."""
+    data = write_split(tmp_path / "split", {13: rate_rows(T0, 0.3, 200), 14: rate_rows(T0, 0.3, 200)})
+    workflow = recorder_workflow(recorder, ["SENSOR13", "SENSOR14"])
+    port = free_port()
+    master_clock = SkewedTime()
+    start_ms = master_clock.now_ns() // 1_000_000 + 1200
+    master = SimulateOptions(workflow, data, sensors=["SENSOR13"], speedup=1.0, start_at_ms=start_ms,
+                             clock=master_clock, wtt_master=("127.0.0.1", port))
+    slave = SimulateOptions(workflow, data, sensors=["SENSOR14"], speedup=1.0, start_at_ms=start_ms,
+                            clock=SkewedTime(offset_ns=20 * PS // 1000), wtt_slave=("127.0.0.1", port))
+    a, b = await asyncio.gather(simulate(master), simulate(slave))
+    assert a.sent == b.sent == 60
+    assert b.wtt["role"] == "slave" and abs(b.wtt["delta_ns"] + 20 * 10**9) < 50_000_000
+    first = {}
+    for arrived, line in recorder.lines():
+        first.setdefault(line.split(b",")[0], arrived)
+    assert abs(first[b"13"] - first[b"14"]) < 50_000_000  # same moment, despite the 20 s skew
+
+
+async def test_cli_prints_json_summary(fwd: tuple[Worker, Workflow], tmp_path: Path) -> None:
+    worker, workflow = fwd
+    data = small_match(tmp_path / "split", seconds=0.5)
+    wf_path = tmp_path / "wf.json"
+    spec = workflow.workers[0]
+    wf_path.write_text(json.dumps({
+        "name": "t", "repository": {"host": "127.0.0.1", "port": workflow.repository.port},
+        "workers": [{"name": "F", "type": "forwarder", "host": "127.0.0.1", "port": spec.port,
+                     "ingest_port": spec.ingest_port, "inter_pan_inputs": ALL}]}))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pan", "simulate", "--workflow", str(wf_path), "--data", str(data),
+        "--speedup", "0", "--quiet", cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    summary = json.loads(out)
+    assert summary["sent"] == 1000 + 100 + 100 + 2 and summary["lost"] == 0
+    assert summary["streams"]["SENSOR4"]["receiver"] == f"127.0.0.1:{spec.ingest_port}"
+    await wait_until(lambda: worker.component.counters()["rows"] == 1202)
+
+
+async def test_cli_rejects_bad_arguments(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pan", "simulate", "--workflow", str(tmp_path / "missing.json"), "--data",
+        str(tmp_path), cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2 and b"cannot read file" in err
