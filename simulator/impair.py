@@ -22,8 +22,9 @@ Profile format (JSON; see ``workflows/impair_default.json``)::
 ``kinds`` maps a kind to sensor ids (``SENSOR<sid>`` streams); a sensor not
 listed has ``default_kind``.  If ``kinds`` is omitted the DEBS 2013 map is
 used (balls 4, 8, 10, 12; referee 105, 106; everyone else "player").  A
-kind's parameters are its ``profiles`` entry merged key by key over
-``"default"``; a kind with neither is not impaired.  Non-sensor streams
+kind's parameters are its ``profiles`` entry merged over ``"default"`` by
+top-level key (a kind's ``latency_ms`` object replaces the default one
+whole); a kind with neither is not impaired.  Non-sensor streams
 (e.g. INTERRUPTIONS) are never impaired.
 
 Parameters of one kind (every key optional; the default is "ideal"):
@@ -225,9 +226,9 @@ class ImpairProfile:
         if not isinstance(raw_profiles, dict):
             raise ProfileError("profiles: must be an object of kind -> parameters")
         base = raw_profiles.get("default", {})
-        _keys("profiles.default", base, KIND_KEYS)
+        KindParams.parse("profiles.default", base)  # so a bad default is reported as such
         params: dict[str, KindParams] = {}
-        for kind in {*raw_profiles, *kinds, default_kind}:
+        for kind in sorted({*raw_profiles, *kinds, default_kind}):
             merged = {**base, **_keys(f"profiles.{kind}", raw_profiles.get(kind, {}), KIND_KEYS)}
             parsed = KindParams.parse(f"profiles.{kind}", merged)
             if not parsed.ideal:
@@ -275,8 +276,9 @@ class SensorImpairment:
         self.p = params
         self.due_ns = due_ns
         self.origin_ts = origin_ts
-        streams = np.random.SeedSequence([seed, sid]).spawn(6)
-        self._lat, self._tail, self._loss, self._shuffle, self._outage, clock = (
+        # One generator per quantity: each consumes draws in packet order, so batch sizes do not matter.
+        streams = np.random.SeedSequence([seed, sid]).spawn(7)
+        self._lat, self._tail_hit, self._tail, self._loss, self._shuffle, self._outage, clock = (
             np.random.default_rng(s) for s in streams
         )
         self.offset_ns = int((params.offset_ms + clock.uniform(-1, 1) * params.offset_spread_ms) * MS)
@@ -332,7 +334,7 @@ class SensorImpairment:
         last_ts = np.asarray(ts[k - 1 :: k], dtype=np.int64)
         due = self.due_ns(last_ts)
         latency = np.maximum(self._lat.normal(p.latency_mean_ms, p.latency_jitter_ms, n), 0.0)
-        tail_hit = self._tail.random(n) < p.tail_prob
+        tail_hit = self._tail_hit.random(n) < p.tail_prob
         tail = p.tail_ms * (1.0 + self._tail.pareto(p.tail_alpha, n))
         latency = np.minimum(latency + np.where(tail_hit, tail, 0.0), p.latency_max_ms)
         lost = self._loss.random(n) < p.loss

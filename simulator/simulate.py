@@ -250,6 +250,7 @@ class SensorRunner:
         self.timeline, self.imp, self.opts, self.send_log = timeline, impairment, options, send_log
         self.limit_ts: int | None = None
         self.gave_up = False
+        self._outage_closed = False
 
     def _stopped(self) -> bool:
         return self.opts.stop is not None and self.opts.stop.is_set()
@@ -323,9 +324,13 @@ class SensorRunner:
             self.stats.lost_impairment += len(packet.ts)
         elif packet.fate == "outage":
             self.stats.lost_outage += len(packet.ts)
-            await self.link.close()  # the sensor is unreachable: its connection drops
+            if self.link.connected:
+                await self.link.close()  # the sensor is unreachable: its connection drops
+                self._outage_closed = True
         else:
-            await self._deliver(packet.ts, packet.lines, pacer, force_connect=not self.link.connected)
+            # Reconnect at once after a simulated outage; real failures respect the backoff.
+            await self._deliver(packet.ts, packet.lines, pacer, force_connect=self._outage_closed)
+            self._outage_closed = False
 
     async def _deliver(self, ts: list[int], lines: list[bytes], pacer: Pacer | None,
                        force_connect: bool = False) -> None:
