@@ -163,6 +163,9 @@ class Planner:
         self.holder: int | None = None
         self.mode = "pre"
         self.ended = False
+        self.shirt = np.arange(N_PLAYERS) % 8
+        self.sign = np.array([session.attack(e) for e in range(N_PLAYERS)], dtype=float)
+        self.vmax = np.array([V_MAX_KEEPER if e.is_keeper else V_MAX for e in ENTITIES])
 
     # ----- helpers -------------------------------------------------------------------------
     def world(self, player: int, xy: np.ndarray) -> np.ndarray:
@@ -175,22 +178,6 @@ class Planner:
             return p1
         f = min(max((t - t0) / (t1 - t0), 0.0), 1.0)
         return p0 + (p1 - p0) * f
-
-    def anchor(self, e: int, ball: np.ndarray) -> np.ndarray:
-        if e == REF_INDEX:
-            side = -1.0 if ball[0] > X_MID else 1.0
-            return _clip_pitch(ball + np.array([side * 9.0, -4.0]), 2.0)
-        shirt = e % 8
-        s = self.s.attack(e)
-        by = ball[1] * s
-        fx, fy = FORMATION[shirt]
-        if shirt == 0:
-            x = X_MID + 0.15 * (ball[0] - X_MID)
-            y = -31.5 + 0.04 * (by + 34)
-        else:
-            x = fx + 0.3 * (ball[0] - fx)
-            y = min(max(fy + 0.55 * by, -30.0), 29.0)
-        return _clip_pitch(np.array([x, y * s]), 1.0)
 
     def new_episode(self, e: int, t: float) -> None:
         probs = KEEPER_P if ENTITIES[e].is_keeper else FIELD_P
@@ -285,46 +272,60 @@ class Planner:
         self.involved[kicker] = (self.pos[kicker, 0].copy(), t)
         self.ep_end[:] = self.rng.uniform(0.0, 3.0, len(ENTITIES)) + 0.5
 
+    def anchors(self, ball: np.ndarray) -> np.ndarray:
+        """Where each entity would stand given the ball: formation shifted toward play."""
+        sign = self.sign
+        by = ball[1] * sign
+        fx, fy = FORMATION[:, 0][self.shirt], FORMATION[:, 1][self.shirt]
+        x = fx + 0.3 * (ball[0] - fx)
+        y = np.clip(fy + 0.55 * by, -30.0, 29.0)
+        keeper = self.shirt == 0
+        x[keeper] = X_MID + 0.15 * (ball[0] - X_MID)
+        y[keeper] = -31.5 + 0.04 * (by[keeper] + 34)
+        out = np.empty((len(ENTITIES), 2))
+        out[:N_PLAYERS, 0] = np.clip(x, X_MIN + 1.0, X_MAX - 1.0)
+        out[:N_PLAYERS, 1] = np.clip(y * sign, Y_MIN + 1.0, Y_MAX - 1.0)
+        side = -1.0 if ball[0] > X_MID else 1.0
+        out[REF_INDEX] = _clip_pitch(ball + np.array([side * 9.0, -4.0]), 2.0)
+        return out
+
     def step(self, j: int, t: float) -> None:
         self.cur_j = j
         p = self.pos[:, j]
         v = self.vel[:, j]
         ball = self.ball_estimate(t)
-        want = np.zeros_like(v)
-        presser = self.presser(ball) if self.mode == "play" else None
-        for e in range(len(ENTITIES)):
-            vmax = V_MAX_KEEPER if ENTITIES[e].is_keeper else V_MAX
-            if self.mode == "pre" and e not in self.involved:
-                continue
-            if e in self.involved:
-                target, t_arr = self.involved[e]
-                gap = target - p[e]
-                dist = float(np.hypot(*gap))
-                need = dist / max(t_arr - t - 0.15, 0.05)
-                speed = min(vmax, need * 1.1, math.sqrt(2 * 3.0 * max(dist - 0.03, 0.0)))
-                want[e] = gap / dist * speed if dist > 0.03 else 0.0
-                continue
-            if t >= self.ep_end[e]:
-                self.new_episode(e, t)
-            if e == presser:
-                own = -self.s.attack(e)
-                target = ball + np.array([0.0, 3.8 * own])
-                speed = 4.2
-            else:
-                target = self.anchor(e, ball) + self.ep_offset[e]
-                speed = self.ep_speed[e]
-            gap = target - p[e]
-            dist = float(np.hypot(*gap))
-            speed = min(speed, vmax, math.sqrt(2 * 2.5 * max(dist - 0.2, 0.0)))
-            want[e] = gap / dist * speed if dist > 0.3 and speed > 0 else 0.0
+        if self.mode == "pre":
+            want = np.zeros_like(v)
+        else:
+            for e in np.nonzero(t >= self.ep_end)[0]:
+                if e not in self.involved:
+                    self.new_episode(int(e), t)
+            target = self.anchors(ball) + self.ep_offset
+            speed = self.ep_speed.copy()
+            presser = self.presser(ball) if self.mode == "play" else None
+            if presser is not None:
+                target[presser] = ball + np.array([0.0, -3.8 * self.s.attack(presser)])
+                speed[presser] = 4.2
+            gap = target - p
+            dist = np.hypot(gap[:, 0], gap[:, 1])
+            speed = np.minimum(np.minimum(speed, self.vmax), np.sqrt(5.0 * np.maximum(dist - 0.2, 0.0)))
+            go = (dist > 0.3) & (speed > 0)
+            want = np.where(go[:, None], gap / np.maximum(dist, 1e-9)[:, None] * speed[:, None], 0.0)
             # Bystanders step away from the ball and from the next kick point.
-            for q, horizon in ((ball, 0.0), (self.pending_point, 3.0)):
-                if q is None or (horizon and self.pending is not None and self.pending[1] - t > horizon):
-                    continue
-                away = p[e] - q
-                dq = float(np.hypot(*away))
-                if dq < KEEP_AWAY:
-                    want[e] = away / max(dq, 1e-6) * 4.0
+            points = [ball]
+            if self.pending_point is not None and self.pending is not None and self.pending[1] - t <= 3.0:
+                points.append(self.pending_point)
+            for q in points:
+                away = p - q
+                dq = np.hypot(away[:, 0], away[:, 1])
+                near = dq < KEEP_AWAY
+                want[near] = away[near] / np.maximum(dq[near], 1e-6)[:, None] * 4.0
+        for e, (target_e, t_arr) in self.involved.items():
+            gap_e = target_e - p[e]
+            dist_e = float(np.hypot(*gap_e))
+            need = dist_e / max(t_arr - t - 0.15, 0.05)
+            speed_e = min(self.vmax[e], need * 1.1, math.sqrt(2 * 3.0 * max(dist_e - 0.03, 0.0)))
+            want[e] = gap_e / dist_e * speed_e if dist_e > 0.03 else 0.0
         dv = want - v
         norm = np.hypot(dv[:, 0], dv[:, 1])
         scale = np.minimum(1.0, A_MAX * DT / np.maximum(norm, 1e-12))
