@@ -264,3 +264,48 @@ async def test_cli_rejects_bad_arguments(tmp_path: Path) -> None:
         str(tmp_path), cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2 and b"cannot read file" in err
+
+
+@pytest.mark.slow
+async def test_all_sensors_60_s_at_speedup_10_arrive_once_in_order(processes, tmp_path: Path) -> None:
+    """Acceptance: 42 sensors, 60 s of game time at speedup 10, into two forwarder processes."""
+    from tests.conftest import get_json, workflow_dict
+
+    balls = [4, 8, 10, 12]
+    others = [13, 14, 97, 98, 47, 16, 49, 88, 19, 52, 53, 54, 23, 24, 57, 58, 59, 28, 61, 62, 99, 100, 63, 64,
+              65, 66, 67, 68, 69, 38, 71, 40, 73, 74, 75, 44, 105, 106]
+    rows = {sid: rate_rows(T0 + sid, 60, 2000 if sid in balls else 200) for sid in balls + others}
+    data = write_split(tmp_path / "split", rows)
+    streams = [f"SENSOR{s}" for s in rows]
+    specs = [forwarder("F1", streams[:21], buffer_size=130_000, peer="p1"),
+             forwarder("F2", streams[21:], buffer_size=130_000, peer="p2")]
+    wf = workflow_dict(free_port(), specs)
+    path = processes.write_workflow(wf)
+    processes.pan("run", str(path))
+
+    async def up() -> bool:
+        try:
+            for spec in specs:
+                if (await get_json(f"http://127.0.0.1:{spec['port']}/health"))[0] != 200:
+                    return False
+        except OSError:
+            return False
+        return True
+
+    await wait_until(up, timeout_s=30)
+    from pan.workflow import load_workflow
+
+    summary = await simulate(SimulateOptions(load_workflow(path), data, speedup=10.0, check_period_ms=10))
+    total = sum(len(v) for v in rows.values())
+    assert summary.sent == total and summary.lost == 0 and summary.errors == []
+    assert summary.elapsed_s > 5.5  # paced; may take longer when the forwarders cannot keep up
+    for spec in specs:
+        for stream in spec["inter_pan_inputs"]:
+            want = rows[int(stream.removeprefix("SENSOR"))]
+            got: list[int] = []
+            while len(got) < len(want):
+                status, page = await get_json(f"http://127.0.0.1:{spec['port']}/data", s=stream,
+                                              i=len(got) - 1, n=100_000, w=10_000)
+                assert status == 200 and page["missed"] == 0
+                got.extend(t["ts"] for t in page["tuples"])
+            assert got == want, stream
