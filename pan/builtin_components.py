@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from pan.component import Component, register
-from pan.ingest import IngestServer, Row
-from pan.streams import InputStream, OutputStream
+from pan.ingest import IngestServer, Row, encode_sensor_row
+from pan.streams import InputStream, OutputStream, encode
 from pan.workflow import WorkerSpec
 
 REPEAT_BATCH = 1000
@@ -33,7 +33,14 @@ class Forwarder(Component):
 
     def _deliver(self, batches: dict[str, list[Row]]) -> None:
         for stream, rows in batches.items():
-            self.ctx.outputs[stream].extend(rows)
+            output = self.ctx.outputs[stream]
+            start = output.next_index
+            output.extend_encoded(
+                [
+                    encode_sensor_row(start + n, row) if isinstance(row, list) else encode({**row, "i": start + n})
+                    for n, row in enumerate(rows)
+                ]
+            )
 
     async def stop(self) -> None:
         await self.ingest.stop()
@@ -55,7 +62,8 @@ class Repeater(Component):
     repeats = True
 
     @classmethod
-    def check_params(cls, params: dict[str, Any]) -> list[str]:
+    def check_params(cls, spec: WorkerSpec) -> list[str]:
+        params = spec.params
         problems = [f"{key}: unknown key (allowed: level)" for key in params if key != "level"]
         level = params.get("level", 1)
         if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 1000:

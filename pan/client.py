@@ -208,9 +208,23 @@ class StreamSubscriber:
                 self._drop_source(f"repeater lags behind position {self.position} (last {last})")
             return Fetch([], meta=meta)
         self._lagging = 0
+        tuples: list[Tuple] = answer.get("tuples") or []
+        missed = 0
+        if tuples and tuples[0]["i"] == self.position + 1 and tuples[-1]["i"] == self.position + len(tuples):
+            self.position += len(tuples)  # the usual case: a contiguous page right after our position
+        else:
+            tuples, missed = self._filter(tuples)
+        if missed:
+            self.stats.missed += missed
+            log.warning("%s: %d tuples missed before index %d", self.stream, missed, self.position)
+        self.stats.received += len(tuples)
+        return Fetch(tuples, missed=missed, meta=meta)
+
+    def _filter(self, page: list[Tuple]) -> tuple[list[Tuple], int]:
+        """Drop what was already delivered and count index jumps as missed."""
         tuples: list[Tuple] = []
         missed = 0
-        for item in answer.get("tuples", ()):
+        for item in page:
             index = item["i"]
             if index <= self.position:
                 continue  # already delivered (never hand out duplicates)
@@ -219,11 +233,7 @@ class StreamSubscriber:
                 self.stats.gaps += 1
             tuples.append(item)
             self.position = index
-        if missed:
-            self.stats.missed += missed
-            log.warning("%s: %d tuples missed before index %d", self.stream, missed, self.position)
-        self.stats.received += len(tuples)
-        return Fetch(tuples, missed=missed, meta=meta)
+        return tuples, missed
 
     def _reset(self, why: str, last: int) -> Fetch:
         self.stats.resets += 1

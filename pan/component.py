@@ -44,8 +44,8 @@ class Component:
     # --- static description, used by validation and by the worker ---------------
 
     @classmethod
-    def check_params(cls, params: dict[str, Any]) -> list[str]:
-        """Problems with ``params`` as "key: message" strings; empty when valid."""
+    def check_params(cls, spec: WorkerSpec) -> list[str]:
+        """Problems with ``spec.params`` as "key: message" strings; empty when valid."""
         return []
 
     @classmethod
@@ -98,7 +98,9 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    import pan.builtin_components  # noqa: F401  (registers forwarder, repeater)
+    # Importing these modules registers the generic types (forwarder, repeater, merge).
+    import pan.builtin_components
+    import pan.ordered  # noqa: F401
 
     for entry in entry_points(group="pan.components"):
         entry.load()

@@ -27,8 +27,16 @@ MAX_LINE_BYTES = 64 * 1024
 READ_CHUNK = 256 * 1024
 LOGGED_PROBLEMS = 20  # log this many bad lines in full, then only count them
 
-Row = dict[str, Any]
+#: A parsed line: the integer fields of a CSV sensor row, or a JSON object.
+Row = list[int] | dict[str, Any]
 Deliver = Callable[[dict[str, list[Row]]], None]
+
+_SENSOR_JSON = ("{" + ",".join(f'"{name}":%d' for name in ("i", *SENSOR_FIELDS)) + "}").encode()
+
+
+def encode_sensor_row(index: int, values: list[int]) -> bytes:
+    """A CSV row's JSON tuple, formatted directly: ~2x faster than building a dict."""
+    return _SENSOR_JSON % (index, *values)
 
 
 @dataclass
@@ -82,10 +90,10 @@ class LineParser:
         if len(parts) != len(SENSOR_FIELDS):
             return None
         try:
-            values = [int(part) for part in parts]
+            values = list(map(int, parts))
         except ValueError:
             return None
-        return f"{SENSOR_PREFIX}{values[0]}", dict(zip(SENSOR_FIELDS, values, strict=True))
+        return f"{SENSOR_PREFIX}{values[0]}", values
 
     @staticmethod
     def _parse_json(line: bytes) -> tuple[str, Row] | None:
@@ -193,10 +201,12 @@ class IngestServer:
 
 async def send_lines(host: str, port: int, lines: list[bytes], *, timeout_s: float = 10.0) -> None:
     """Write newline-terminated lines to an ingest port (demo and test helper)."""
-    _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    async with asyncio.timeout(timeout_s):
+        _reader, writer = await asyncio.open_connection(host, port)
     try:
         writer.write(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines))
-        await asyncio.wait_for(writer.drain(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await writer.drain()
     finally:
         writer.close()
         with contextlib.suppress(Exception):

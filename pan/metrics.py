@@ -7,6 +7,7 @@ the live counters at scrape time.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -17,14 +18,15 @@ def _escape(value: str) -> str:
 class MetricsText:
     def __init__(self, **common_labels: str) -> None:
         self._common = common_labels
-        self._types: dict[str, str] = {}
-        self._samples: dict[str, list[str]] = {}
+        self._families: dict[str, tuple[str, list[str]]] = {}  # family -> (type, sample lines)
 
-    def add(self, name: str, value: float, kind: str = "gauge", **labels: str) -> None:
-        self._types.setdefault(name, kind)
+    def _sample(self, family: str, kind: str, name: str, value: float, labels: dict[str, str]) -> None:
         merged = {**self._common, **labels}
         label_text = ",".join(f'{key}="{_escape(str(val))}"' for key, val in merged.items())
-        self._samples.setdefault(name, []).append(f"{name}{{{label_text}}} {value}")
+        self._families.setdefault(family, (kind, []))[1].append(f"{name}{{{label_text}}} {value}")
+
+    def add(self, name: str, value: float, kind: str = "gauge", **labels: str) -> None:
+        self._sample(name, kind, name, value, labels)
 
     def add_flat(self, prefix: str, values: dict[str, Any], **labels: str) -> None:
         """Numeric leaves of a nested dict, e.g. component counters, as gauges."""
@@ -37,9 +39,25 @@ class MetricsText:
             elif isinstance(value, dict):
                 self.add_flat(name, value, **labels)
 
+    def add_histogram(
+        self,
+        name: str,
+        buckets: list[tuple[float, int]],
+        total: float,
+        count: int,
+        scale: float = 1.0,
+        **labels: str,
+    ) -> None:
+        """Cumulative ``(upper bound, count)`` buckets; ``scale`` converts units (e.g. ps to s)."""
+        for upper, cumulative in buckets:
+            le = "+Inf" if math.isinf(upper) else repr(upper * scale)
+            self._sample(name, "histogram", f"{name}_bucket", cumulative, {**labels, "le": le})
+        self._sample(name, "histogram", f"{name}_sum", total * scale, labels)
+        self._sample(name, "histogram", f"{name}_count", count, labels)
+
     def render(self) -> str:
         lines: list[str] = []
-        for name, samples in self._samples.items():
-            lines.append(f"# TYPE {name} {self._types[name]}")
+        for family, (kind, samples) in self._families.items():
+            lines.append(f"# TYPE {family} {kind}")
             lines.extend(samples)
         return "\n".join(lines) + "\n"

@@ -38,6 +38,7 @@ class RingBuffer(Generic[T]):
         self._slots: list[object] = [_HOLE] * capacity
         self._first = 0  # oldest held index (valid when _next > _first)
         self._next = 0  # index the next plain append gets
+        self._last_hole = -1  # newest index ever left as a hole; reads above it can slice
         self._waiter: asyncio.Future[None] | None = None
 
     # --- state -----------------------------------------------------------------
@@ -87,6 +88,7 @@ class RingBuffer(Generic[T]):
         """Forget everything, e.g. when an upstream producer restarted."""
         self._slots = [_HOLE] * self.capacity
         self._first = self._next = start_index
+        self._last_hole = -1
         self._wake()
 
     def _skip_to(self, index: int) -> None:
@@ -97,6 +99,7 @@ class RingBuffer(Generic[T]):
             return
         for skipped in range(self._next, index):
             self._slots[skipped % self.capacity] = _HOLE
+        self._last_hole = index - 1
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -121,9 +124,15 @@ class RingBuffer(Generic[T]):
             start = end - latest
         elif oldest is not None and end - start > oldest:
             end = start + oldest
-        items: list[T] = []
-        indices: list[int] = []
+        if start >= end:
+            return ReadResult([], [], self.first, self.last, missed)
         slots, capacity = self._slots, self.capacity
+        if start > self._last_hole:  # no holes: two slices instead of a Python loop
+            lo, hi = start % capacity, end % capacity
+            items = slots[lo:hi or capacity] if lo < hi or hi == 0 else slots[lo:] + slots[:hi]
+            return ReadResult(items, list(range(start, end)), self.first, self.last, missed)  # type: ignore[arg-type]
+        items = []
+        indices: list[int] = []
         for index in range(start, end):
             item = slots[index % capacity]
             if item is _HOLE:
@@ -146,7 +155,9 @@ class RingBuffer(Generic[T]):
             if self._waiter is None or self._waiter.done():
                 self._waiter = loop.create_future()
             try:
-                await asyncio.wait_for(asyncio.shield(self._waiter), remaining)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
+                async with asyncio.timeout(remaining):
+                    await asyncio.shield(self._waiter)
             except TimeoutError:
                 return self._next - 1 > index
         return True

@@ -66,7 +66,7 @@ def _parse(spark: Any, src: Path) -> Any:
     """Lines of ``src`` with sid, ts and whether all 13 fields are integers (ANSI-safe)."""
     from pyspark.sql import functions as F
 
-    line = F.regexp_replace(F.col("value"), r"[\r\s]", "")
+    line = F.translate(F.col("value"), "\r\t ", "")  # cheaper than a regex on every line
     df = spark.read.text(_uri(src)).select(line.alias("line"))
     df = df.select("line", F.split("line", ",").alias("f"))
     cols = [F.expr(f"try_cast(get(f, {i}) as bigint)") for i in range(N_FIELDS)]

@@ -90,7 +90,7 @@ class Worker:
         await self.publish_outputs()
         for name, stream in self.inputs.items():
             self._spawn(self._pull(name, stream), f"pull {name}")
-        self._spawn(self._run_component(), "component")
+        self._spawn(self.component.run(), "component")
         self._spawn(self._refresh_loop(), "refresh")
         self.log.info("started %s on %s (epoch %s)", self.spec.type, self.endpoint, self.epoch)
 
@@ -201,9 +201,6 @@ class Worker:
             stream.counters.missed = subscriber.stats.missed
             stream.counters.failovers = subscriber.stats.failovers
 
-    async def _run_component(self) -> None:
-        await self.component.run()
-
     # --- HTTP ---------------------------------------------------------------------
 
     def _build_app(self) -> web.Application:
@@ -273,7 +270,14 @@ class Worker:
             metrics.add("pan_input_missed_total", inp.counters.missed, "counter", stream=name)
             metrics.add("pan_input_resets_total", inp.counters.resets, "counter", stream=name)
             metrics.add("pan_input_failovers_total", inp.counters.failovers, "counter", stream=name)
-        metrics.add_flat("pan_component", self.component.counters())
+        counters = self.component.counters()
+        ordering = counters.get("ordering")
+        if isinstance(ordering, dict) and "delay_histogram" in ordering:
+            hist = ordering["delay_histogram"]
+            metrics.add_histogram(
+                "pan_ordering_delay_seconds", hist["buckets"], hist["sum_ps"], hist["count"], scale=1e-12
+            )
+        metrics.add_flat("pan_component", counters)
         return web.Response(text=metrics.render(), content_type="text/plain", charset="utf-8")
 
     async def handle_debug(self, request: web.Request) -> web.Response:

@@ -221,13 +221,10 @@ class _Parser:
 
             known = ", ".join(sorted(component_types()))
             self.bad(where, f"key 'type': unknown worker type '{type_name}' (known: {known})")
-        elif component is not None:
-            for problem in component.check_params(params):
-                self.bad(where, f"params.{problem}")
         if len(self.problems) > before:
             return None
-        assert port is not None
-        return WorkerSpec(
+        assert port is not None and component is not None
+        spec = WorkerSpec(
             name=name,
             type=type_name,
             host=host,
@@ -239,6 +236,9 @@ class _Parser:
             buffer_size=buffer_size or DEFAULT_BUFFER_SIZE,
             params=params,
         )
+        for problem in component.check_params(spec):
+            self.bad(where, f"params.{problem}")
+        return None if len(self.problems) > before else spec
 
 
 def _check_topology(workflow: Workflow, problems: list[str]) -> None:

@@ -160,6 +160,9 @@ def test_pan_validate_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "cannot read file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "workflows").glob("*.json")), ids=lambda p: p.name)
+SHIPPED = [p for p in sorted((ROOT / "workflows").glob("*.json")) if "workers" in json.loads(p.read_text())]
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_shipped_workflows_are_valid(path: Path) -> None:
     load_workflow(path)

@@ -1,0 +1,190 @@
+"""Components behind an ordering unit: their code sees one ``ts``-ordered stream.
+
+``OrderedComponent`` feeds every input's new tuples into the component's
+``OrderingUnit``, calls ``process`` with what the unit releases, routes late
+events by the configured policy, ticks the unit so quiet clock streams cannot
+stall it, applies upstream K notices read from each input's ``/data`` meta and
+publishes its own K in the meta of every output.
+
+The ordering settings sit at the top level of a worker's ``params``
+(``clock``, ``lambda``, ``initial_k``, ``max_k``, ``late_policy``, ``window``,
+``idle_timeout``, ``fallback``, ``notices``; see docs/ordering.md), next to
+``delay_profile`` (initial K from ``pan stats delays``) and ``arrival_log``
+(record arrivals for that job).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+from pan.component import Component, ComponentContext, register
+from pan.ordering import (
+    PARAM_KEYS,
+    OrderingSettings,
+    OrderingUnit,
+    Released,
+    load_profile,
+    validate_ordering_params,
+)
+from pan.streams import Tuple
+from pan.workflow import WorkerSpec
+
+READ_BATCH = 2000
+TICK_S = 0.1
+ORDERING_KEYS = (*PARAM_KEYS, "delay_profile", "arrival_log")
+ARRIVAL_LOG_HEADER = "arrival_ns,stream,ts\n"
+
+
+class OrderedComponent(Component):
+    """Base class; subclasses implement ``process`` and ``main_outputs``."""
+
+    #: Component-specific params keys (the ordering keys are always allowed).
+    own_params: ClassVar[tuple[str, ...]] = ()
+
+    # --- description ---------------------------------------------------------------
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        return []
+
+    @classmethod
+    def late_stream(cls, spec: WorkerSpec) -> str | None:
+        """Where late events go under ``late_policy: side`` (None under ``deliver``)."""
+        if spec.params.get("late_policy", OrderingSettings().late_policy) != "side":
+            return None
+        outputs = cls.main_outputs(spec)
+        return f"{outputs[0] if outputs else spec.name}_late"
+
+    @classmethod
+    def output_names(cls, spec: WorkerSpec) -> list[str]:
+        late = cls.late_stream(spec)
+        return cls.main_outputs(spec) + ([late] if late else [])
+
+    @classmethod
+    def check_params(cls, spec: WorkerSpec) -> list[str]:
+        params = spec.params
+        ordering = {k: v for k, v in params.items() if k in PARAM_KEYS}
+        problems = validate_ordering_params(ordering, cls.input_names(spec))
+        own = {k: v for k, v in params.items() if k not in ORDERING_KEYS}
+        allowed = ", ".join((*cls.own_params, *ORDERING_KEYS))
+        problems += [f"{k}: unknown key (allowed: {allowed})" for k in own if k not in cls.own_params]
+        for key in ("delay_profile", "arrival_log"):
+            if key in params and not (isinstance(params[key], str) and params[key]):
+                problems.append(f"{key}: must be a file path")
+        if isinstance(params.get("delay_profile"), str):
+            try:
+                load_profile(params["delay_profile"])
+            except (OSError, ValueError) as exc:
+                problems.append(f"delay_profile: {exc}")
+        return problems + cls.check_own_params(spec)
+
+    @classmethod
+    def check_own_params(cls, spec: WorkerSpec) -> list[str]:
+        return []
+
+    # --- lifecycle -------------------------------------------------------------
+
+    def __init__(self, ctx: ComponentContext) -> None:
+        super().__init__(ctx)
+        streams = list(ctx.inputs)
+        settings = OrderingSettings.from_params({k: v for k, v in self.params.items() if k in PARAM_KEYS}, streams)
+        if "delay_profile" in self.params:
+            settings = OrderingSettings.from_profile(load_profile(self.params["delay_profile"]), streams, settings)
+        self.unit = OrderingUnit(settings, streams)
+        late = self.late_stream(ctx.spec)
+        self.late_output = ctx.outputs[late] if late else None
+        self._wake = asyncio.Event()
+        self._arrivals: IO[str] | None = None
+
+    async def start(self) -> None:
+        for stream in self.ctx.inputs.values():
+            stream.listeners.append(self._wake.set)
+        if "arrival_log" in self.params:
+            path = Path(self.params["arrival_log"])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # A local file opened once at start-up; writes are buffered (1 MiB).
+            self._arrivals = path.open("w", buffering=1 << 20)  # noqa: ASYNC230
+            self._arrivals.write(ARRIVAL_LOG_HEADER)
+
+    async def stop(self) -> None:
+        if self._arrivals is not None:
+            self._arrivals.close()
+            self._arrivals = None
+
+    async def run(self) -> None:
+        positions = {name: -1 for name in self.ctx.inputs}
+        generations = {name: stream.generation for name, stream in self.ctx.inputs.items()}
+        next_tick = time.monotonic()
+        while True:
+            self._wake.clear()
+            for name, stream in self.ctx.inputs.items():
+                upstream_k = stream.meta.get("k")
+                if isinstance(upstream_k, int):
+                    self.unit.notice_upstream_k(name, upstream_k)
+                if generations[name] != stream.generation:
+                    positions[name], generations[name] = -1, stream.generation
+                page = stream.buffer.read(positions[name], oldest=READ_BATCH)
+                if not page.items:
+                    continue
+                positions[name] = page.indices[-1]
+                if self._arrivals is not None:
+                    now = time.time_ns()
+                    self._arrivals.write("".join(f"{now},{name},{item['ts']}\n" for item in page.items))
+                self._handle(self.unit.push(name, page.items))
+                self._wake.set()  # there may be more; go round again before sleeping
+            now = time.monotonic()
+            if now >= next_tick:
+                self._handle(self.unit.tick(now))
+                next_tick = now + TICK_S
+            if not self._wake.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, next_tick - now)):
+                        await self._wake.wait()
+            else:
+                await asyncio.sleep(0)  # let the pull tasks and HTTP handlers run
+
+    def _handle(self, released: Released) -> None:
+        if released.events:
+            self.process(released.events)
+        if released.late and self.late_output is not None:
+            self.late_output.extend(released.late)
+        meta = self.unit.meta()
+        for output in self.ctx.outputs.values():
+            output.meta.update(meta)
+
+    def process(self, events: list[Tuple]) -> None:
+        """Handle events in ``ts`` order (late ones included under ``deliver``)."""
+        raise NotImplementedError
+
+    def counters(self) -> dict[str, Any]:
+        return {"ordering": self.unit.metrics()}
+
+
+@register
+class Merge(OrderedComponent):
+    """The union of the inputs, in ``ts`` order: the simplest ordered operator."""
+
+    type_name = "merge"
+    own_params = ("output",)
+
+    @classmethod
+    def check_own_params(cls, spec: WorkerSpec) -> list[str]:
+        output = spec.params.get("output")
+        if not isinstance(output, str) or not output:
+            return [f"output: must name the merged stream, got {output!r}"]
+        return []
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        return [spec.params["output"]]
+
+    def __init__(self, ctx: ComponentContext) -> None:
+        super().__init__(ctx)
+        self.output = ctx.outputs[self.params["output"]]
+
+    def process(self, events: list[Tuple]) -> None:
+        self.output.extend(events)
