@@ -134,7 +134,7 @@ class OrderedComponent(Component):
                 if self._arrivals is not None:
                     now = time.time_ns()
                     self._arrivals.write("".join(f"{now},{name},{item['ts']}\n" for item in page.items))
-                self._handle(self.unit.push(name, page.items))
+                self.feed(name, page.items)
                 self._wake.set()  # there may be more; go round again before sleeping
             now = time.monotonic()
             if now >= next_tick:
@@ -146,6 +146,14 @@ class OrderedComponent(Component):
                         await self._wake.wait()
             else:
                 await asyncio.sleep(0)  # let the pull tasks and HTTP handlers run
+
+    def feed(self, stream: str, events: list[Tuple]) -> None:
+        """Push one input's new events through the unit (also usable offline, in tests)."""
+        self._handle(self.unit.push(stream, events))
+
+    def finish(self) -> None:
+        """End of input: release everything still buffered, in order."""
+        self._handle(self.unit.flush())
 
     def _handle(self, released: Released) -> None:
         if released.events:
