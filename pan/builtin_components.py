@@ -90,7 +90,7 @@ class Repeater(Component):
             if generation != source.generation:  # the original producer restarted
                 target.reset(source.meta)
                 position, generation = -1, source.generation
-            target.meta = source.meta  # epoch and K notices pass through unchanged
+            target.update_meta(source.meta)  # epoch and K notices pass through unchanged
             page = source.buffer.read(position, oldest=REPEAT_BATCH)
             if not page.items:
                 await source.buffer.wait_beyond(position, IDLE_WAIT_S)

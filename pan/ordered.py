@@ -162,7 +162,7 @@ class OrderedComponent(Component):
             self.late_output.extend(released.late)
         meta = self.unit.meta()
         for output in self.ctx.outputs.values():
-            output.meta.update(meta)
+            output.update_meta(meta)
 
     def process(self, events: list[Tuple]) -> None:
         """Handle events in ``ts`` order (late ones included under ``deliver``)."""

@@ -9,6 +9,7 @@ become holes, which readers see as ``missed`` rather than silently.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -101,6 +102,10 @@ class RingBuffer(Generic[T]):
             self._slots[skipped % self.capacity] = _HOLE
         self._last_hole = index - 1
 
+    def poke(self) -> None:
+        """Wake waiting readers without new data, e.g. to deliver a metadata change."""
+        self._wake()
+
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None:
@@ -143,21 +148,16 @@ class RingBuffer(Generic[T]):
         return ReadResult(items, indices, self.first, self.last, missed)
 
     async def wait_beyond(self, index: int, timeout: float) -> bool:
-        """Wait until something newer than ``index`` exists; False on timeout."""
+        """Wait until something newer than ``index`` exists, a ``poke``, or the timeout.
+
+        Returns whether newer data exists; a poke can end the wait without any.
+        """
         if self._next - 1 > index:
             return True
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while self._next - 1 <= index:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            if self._waiter is None or self._waiter.done():
-                self._waiter = loop.create_future()
-            try:
-                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
-                async with asyncio.timeout(remaining):
-                    await asyncio.shield(self._waiter)
-            except TimeoutError:
-                return self._next - 1 > index
-        return True
+        if self._waiter is None or self._waiter.done():
+            self._waiter = asyncio.get_running_loop().create_future()
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._waiter)
+        return self._next - 1 > index

@@ -28,6 +28,11 @@ def encode(record: Tuple) -> bytes:
     return bytes(memoryview(orjson.dumps(record)))
 
 
+def _k_grew(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    k = new.get("k")
+    return isinstance(k, int) and k > (old.get("k") or 0)
+
+
 class OutputStream:
     """A stream this worker publishes; indices are assigned here unless repeated."""
 
@@ -67,6 +72,13 @@ class OutputStream:
         """Append JSON objects the caller encoded with indices from ``next_index`` on."""
         self.buffer.extend(encoded)
         self.appended += len(encoded)
+
+    def update_meta(self, meta: dict[str, Any]) -> None:
+        """Merge producer information; a grown K wakes long polls so the notice travels at once."""
+        grew = _k_grew(self.meta, meta)
+        self.meta.update(meta)
+        if grew:
+            self.buffer.poke()
 
     def reset(self, meta: dict[str, Any]) -> None:
         """Start over with new indices, e.g. because the original producer restarted."""
@@ -123,6 +135,14 @@ class InputStream:
     generation: int = 0  # bumped on every reset so readers can re-position
     #: Called after new tuples or a reset, so a component can wait on several inputs at once.
     listeners: list[Callable[[], None]] = field(default_factory=list)
+
+    def set_meta(self, meta: dict[str, Any]) -> None:
+        """The upstream meta of the latest fetch; a grown K wakes this stream's readers."""
+        grew = _k_grew(self.meta, meta)
+        self.meta = meta
+        if grew:
+            self.buffer.poke()
+            self._notify()
 
     def add(self, tuples: list[Tuple]) -> None:
         for item in tuples:

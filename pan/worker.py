@@ -183,7 +183,7 @@ class Worker:
         self.subscribers[name] = subscriber
         while True:
             fetch = await subscriber.fetch()
-            stream.meta = fetch.meta
+            stream.set_meta(fetch.meta)
             stream.source = (
                 None
                 if subscriber.source is None
