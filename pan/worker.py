@@ -95,6 +95,8 @@ class Worker:
         self.log.info("started %s on %s (epoch %s)", self.spec.type, self.endpoint, self.epoch)
 
     async def stop(self) -> None:
+        for output in self.outputs.values():
+            output.buffer.poke()  # answer pending long polls now rather than at their timeout
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -1,0 +1,177 @@
+"""Ordering units inside real workers, talking over HTTP.
+
+Three levels: L1 merges A with a delayed stream B; L2 back-dates L1's output
+(like a detector that reports an event after the fact); L3 merges L2's output
+with a fresh stream C.  The producer feeds in real time, so delays are real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import orjson
+import pytest
+
+from pan.component import register
+from pan.ordered import OrderedComponent
+from pan.repository import RepositoryServer
+from pan.web import free_port
+from pan.worker import Worker
+from pan.workflow import WorkerSpec
+from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, wait_until
+
+PS_PER_MS = 10**9
+BACKDATE_MS = 20
+STEP_MS = 2
+
+
+@register
+class BackDate(OrderedComponent):
+    """Test-only detector: re-emits each event ``shift_ms`` earlier in event time."""
+
+    type_name = "test_backdate"
+    own_params: ClassVar[tuple[str, ...]] = ("output", "shift_ms")
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        return [spec.params["output"]]
+
+    def process(self, events: list[dict[str, Any]]) -> None:
+        shift = self.params["shift_ms"] * PS_PER_MS
+        self.ctx.outputs[self.params["output"]].extend(
+            [{**event, "ts": event["ts"] - shift, "src_ts": event["ts"]} for event in events]
+        )
+
+
+def ordered(name: str, type_name: str, inputs: list[str], **params: Any) -> dict[str, Any]:
+    return {"name": name, "type": type_name, "host": HOST, "port": free_port(), "inputs": inputs, "params": params}
+
+
+def hierarchy(notices: bool) -> list[dict[str, Any]]:
+    common = {"lambda": 0.5, "window": 400, "notices": notices, "idle_timeout": 5.0}
+    return [
+        forwarder("F", ["A", "B", "C"], buffer_size=200_000),
+        ordered("L1", "merge", ["A", "B"], output="X", clock=["A"], **common),
+        ordered("L2", "test_backdate", ["X"], output="Y", shift_ms=BACKDATE_MS, **common),
+        ordered("L3", "merge", ["Y", "C"], output="Z", **common),
+    ]
+
+
+async def feed(producer: Worker, start_ms: int, end_ms: int, delay_b_ms: Callable[[int], int]) -> None:
+    """Real-time feed of event time [start_ms, end_ms): A and C on time, B ``delay_b_ms(t)`` late."""
+    started = time.monotonic()
+    t = start_ms
+    pending_b: list[tuple[int, int]] = []  # (due ms, ts ms)
+
+    def release_b(until_ms: float) -> None:
+        nonlocal pending_b
+        due = sorted((p for p in pending_b if p[0] <= until_ms), key=lambda p: p[1])
+        pending_b = [p for p in pending_b if p[0] > until_ms]
+        for _, ts in due:
+            producer.outputs["B"].append({"ts": ts * PS_PER_MS, "src": "B"})
+
+    while t < end_ms or pending_b:
+        now_ms = start_ms + (time.monotonic() - started) * 1000
+        while t <= now_ms and t < end_ms:
+            producer.outputs["A"].append({"ts": t * PS_PER_MS, "src": "A"})
+            producer.outputs["C"].append({"ts": t * PS_PER_MS, "src": "C"})
+            pending_b.append((t + delay_b_ms(t), t))
+            t += STEP_MS
+        release_b(now_ms if t < end_ms else float("inf"))
+        await asyncio.sleep(0.001)
+
+
+async def ordering_of(worker: Worker) -> dict[str, Any]:
+    _, info = await get_json(f"http://127.0.0.1:{worker.server.port}/streams")
+    return info["component"]["ordering"]
+
+
+async def run_hierarchy(
+    repository: RepositoryServer,
+    workers: WorkerGroup,
+    notices: bool,
+    delay_b_ms: Callable[[int], int],
+    duration_ms: int,
+    warm_up_ms: int = 600,
+) -> dict[str, Any]:
+    producer, l1, l2, l3 = await workers.start(make_workflow(repository.port, hierarchy(notices)))
+    await feed(producer, 0, warm_up_ms, delay_b_ms)
+    await wait_until(lambda: l3.outputs["Z"].buffer.last > 0)
+    late_at_warm_up = (await ordering_of(l3))["late"]
+    await feed(producer, warm_up_ms, warm_up_ms + duration_ms, delay_b_ms)
+    await asyncio.sleep(0.5)
+    result: dict[str, Any] = {w.spec.name: await ordering_of(w) for w in (l1, l2, l3)}
+    result["late_after_warm_up"] = result["L3"]["late"] - late_at_warm_up
+    result["z"] = [orjson.loads(b) for b in l3.outputs["Z"].buffer.read(-1, oldest=10**6).items]
+    await workers.stop_all()
+    return result
+
+
+@pytest.mark.parametrize("notices", [True, False], ids=["notices", "no-notices"])
+async def test_upper_k_covers_lower_k_plus_back_dating(
+    repository: RepositoryServer, workers: WorkerGroup, notices: bool
+) -> None:
+    result = await run_hierarchy(repository, workers, notices, delay_b_ms=lambda t: 10, duration_ms=800)
+    k1, k3 = result["L1"]["k"], result["L3"]["k"]
+    assert k1 >= 8 * PS_PER_MS  # L1 learnt B's 10 ms delay
+    assert k3 >= k1 + BACKDATE_MS * PS_PER_MS  # the upper K covers the lower K plus the back-dating hop
+    assert result["late_after_warm_up"] == 0
+    zs = [t["ts"] for t in result["z"]]
+    assert zs == sorted(zs)
+
+
+async def test_k_notice_prevents_late_events_that_happen_without_it(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    def jump(t: int) -> int:  # B's delay jumps from 5 ms to 120 ms at 900 ms of event time
+        return 5 if t < 900 else 120
+
+    with_notices = await run_hierarchy(repository, workers, True, jump, duration_ms=800)
+    without = await run_hierarchy(repository, workers, False, jump, duration_ms=800)
+    # Without notices L3 only learns of L1's bigger K from late events; with them it grows first.
+    assert without["late_after_warm_up"] > 20
+    assert with_notices["late_after_warm_up"] < without["late_after_warm_up"] / 5
+    assert with_notices["L3"]["notices_applied"] > 0 and without["L3"]["notices_applied"] == 0
+
+
+async def test_quiet_clock_stream_does_not_stall_output(repository: RepositoryServer, workers: WorkerGroup) -> None:
+    idle_s = 0.3
+    spec = ordered("L1", "merge", ["A", "B"], output="X", clock=["A"], idle_timeout=idle_s)
+    producer, merger = await workers.start(make_workflow(repository.port, [forwarder("F", ["A", "B", "C"]), spec]))
+    for t in range(0, 100, STEP_MS):  # both streams, then the clock stream A goes quiet
+        producer.outputs["A"].append({"ts": t * PS_PER_MS})
+        producer.outputs["B"].append({"ts": t * PS_PER_MS})
+    silent_since = time.monotonic()
+    for t in range(100, 200, STEP_MS):
+        producer.outputs["B"].append({"ts": t * PS_PER_MS})
+
+    def released_up_to() -> int:
+        page = merger.outputs["X"].buffer.read(-1, latest=1)
+        return orjson.loads(page.items[0])["ts"] if page.items else -1
+
+    await wait_until(lambda: released_up_to() >= 198 * PS_PER_MS, timeout_s=10)
+    stalled_s = time.monotonic() - silent_since
+    # Documented bound (docs/ordering.md): idle_timeout plus two ticks of the worker loop (0.1 s each);
+    # generous slack for a loaded CI machine.
+    assert stalled_s < idle_s + 0.2 + 1.0
+    info = await ordering_of(merger)
+    assert info["fallback_advances"] + info["idle_flushes"] >= 1
+
+
+async def test_ordering_numbers_in_metrics_and_meta(repository: RepositoryServer, workers: WorkerGroup) -> None:
+    spec = ordered("L1", "merge", ["A", "B"], output="X")
+    producer, merger = await workers.start(make_workflow(repository.port, [forwarder("F", ["A", "B", "C"]), spec]))
+    for t in range(50):
+        producer.outputs["A"].append({"ts": t * PS_PER_MS})
+        producer.outputs["B"].append({"ts": (t - 5) * PS_PER_MS})  # 5 ms behind
+    await wait_until(lambda: merger.outputs["X"].buffer.last >= 40)
+    base = f"http://127.0.0.1:{merger.server.port}"
+    _, metrics = await get_json(f"{base}/metrics")
+    for name in ("pan_component_ordering_k", "pan_component_ordering_clk", "pan_component_ordering_buffered",
+                 "pan_component_ordering_late", 'pan_ordering_delay_seconds_bucket{worker="L1",le="+Inf"}'):
+        assert name in metrics
+    _, data = await get_json(f"{base}/data", s="X", l=1)
+    assert data["meta"]["k"] >= 5 * PS_PER_MS and data["meta"]["epoch"] == merger.epoch
