@@ -21,6 +21,7 @@ from pan.spark import get_session
 
 log = logging.getLogger(__name__)
 N_FIELDS = 13
+ROW_PATTERN = f"^-?[0-9]{{1,18}}(,-?[0-9]{{1,18}}){{{N_FIELDS - 1}}}$"
 INTERRUPTIONS = "interruptions.csv"
 _BLOCK = 1 << 24
 
@@ -63,17 +64,19 @@ def _merge_parts(parts: list[Path], target: Path) -> None:
 
 
 def _parse(spark: Any, src: Path) -> Any:
-    """Lines of ``src`` with sid, ts and whether all 13 fields are integers (ANSI-safe)."""
+    """Lines of ``src`` with sid, ts and whether the line is 13 integers.
+
+    One regular expression validates a line; only sid and ts are converted.
+    That is several times faster than casting all 13 fields.
+    """
     from pyspark.sql import functions as F
 
-    line = F.translate(F.col("value"), "\r\t ", "")  # cheaper than a regex on every line
+    line = F.expr("trim(TRAILING '\\r' FROM value)")  # tolerate CRLF line ends
     df = spark.read.text(_uri(src)).select(line.alias("line"))
-    df = df.select("line", F.split("line", ",").alias("f"))
-    cols = [F.expr(f"try_cast(get(f, {i}) as bigint)") for i in range(N_FIELDS)]
-    ok = F.size("f") == N_FIELDS
-    for c in cols:
-        ok = ok & c.isNotNull()
-    return df.select("line", cols[0].alias("sid"), cols[1].alias("ts"), ok.alias("ok"))
+    ok = F.col("line").rlike(ROW_PATTERN)
+    sid = F.when(ok, F.expr("try_cast(get(split(line, ',', 3), 0) as bigint)"))
+    ts = F.when(ok, F.expr("try_cast(get(split(line, ',', 3), 1) as bigint)"))
+    return df.select("line", sid.alias("sid"), ts.alias("ts"), ok.alias("ok"))
 
 
 def split(input_path: str | Path, out_dir: str | Path, master: str | None = None,
