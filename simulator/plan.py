@@ -421,8 +421,7 @@ class Planner:
         self.involved = {taker: (spot.copy(), t_r - 2.0)}
         self.ball_from = (spot, t)
         self.ball_to = (spot, t + 1)
-        if ball != self.active:
-            self.rest.pop(ball)
+        self.rest.pop(ball, None)  # in play again after the restart; re-added when it goes out
         self.next_ball = ball
 
     def ball_out(self, j: int, t: float) -> None:
