@@ -17,6 +17,9 @@ COMMAND_MODULES: list[str] = [
     "simulator.cli",  # generate
     "pan.commands.offline",  # split
     "simulator.simulate_cli",  # simulate
+    "pan.commands.stats",  # stats delays
+    "simulator.receiver_cli",  # receive
+    "simulator.replay_cli",  # replay
 ]
 
 
@@ -25,7 +28,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            logging.getLogger(__name__).warning("command module %s is missing; its commands are off", module_name)
+            continue
+        module.register(subparsers)
     return parser
 
 

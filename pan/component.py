@@ -103,7 +103,10 @@ def _load_plugins() -> None:
     import pan.ordered  # noqa: F401
 
     for entry in entry_points(group="pan.components"):
-        entry.load()
+        try:
+            entry.load()
+        except Exception:  # one broken plugin must not take the runtime down
+            logging.getLogger(__name__).exception("cannot load component plugin %r", entry.value)
 
 
 def component_types() -> dict[str, type[Component]]:

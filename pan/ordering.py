@@ -31,10 +31,12 @@ DELAY_BUCKETS_PS: tuple[int, ...] = (
 )
 
 LATE_POLICIES = ("deliver", "side")
+CLOCK_MODES = ("max", "watermark")
 
 #: Workflow ``params`` keys understood by ``OrderingSettings.from_params``.
 PARAM_KEYS = (
     "clock", "lambda", "initial_k", "max_k", "late_policy", "window", "idle_timeout", "fallback", "notices",
+    "clock_mode", "min_k",
 )
 
 _NO_KEY = (-math.inf, -1)
@@ -86,6 +88,8 @@ class OrderingSettings:
     idle_timeout: float = 2.0
     fallback: tuple[str, ...] | None = None
     notices: bool = True
+    clock_mode: str = "max"
+    min_k: int = 0
 
     def validate(self, streams: Sequence[str]) -> list[str]:
         """Problems with these settings for a unit over ``streams``; empty if fine."""
@@ -105,6 +109,14 @@ class OrderingSettings:
             v = getattr(self, key)
             if not _is_int(v) or v < 0:
                 problems.append(f"{key}: must be an integer >= 0 (ps), got {v!r}")
+        if not _is_int(self.min_k) or self.min_k < 0:
+            problems.append(f"min_k: must be an integer >= 0 (ps), got {self.min_k!r}")
+        elif _is_int(self.max_k) and self.min_k > self.max_k:
+            problems.append(f"min_k: {self.min_k} exceeds max_k {self.max_k}")
+        if self.clock_mode not in CLOCK_MODES:
+            problems.append(f"clock_mode: must be one of {', '.join(CLOCK_MODES)}, got {self.clock_mode!r}")
+        elif self.clock_mode == "watermark" and self.clock is not None:
+            problems.append("clock: not used with clock_mode watermark (every input counts)")
         if _is_int(self.initial_k) and _is_int(self.max_k) and self.initial_k > self.max_k:
             problems.append(f"initial_k: {self.initial_k} exceeds max_k {self.max_k}")
         if self.late_policy not in LATE_POLICIES:
@@ -345,6 +357,12 @@ class OrderingUnit:
         self._is_clock = [s in clock for s in streams]
         self._fallback_pos = [i for i, s in enumerate(streams) if s in fallback]
         self._deliver = settings.late_policy == "deliver"
+        self._watermark = settings.clock_mode == "watermark"
+        # Watermark mode: per-stream activity, so quiet streams stop holding the watermark back.
+        self._idle = [False] * len(streams)
+        self._stream_pushed = [0] * len(streams)
+        self._stream_seen = [0] * len(streams)
+        self._stream_wall: list[float | None] = [None] * len(streams)
 
         self._bts: list[list[int]] = [[] for _ in streams]
         self._bev: list[list[dict]] = [[] for _ in streams]
@@ -354,7 +372,7 @@ class OrderingUnit:
         self._head: list[int | None] = [None] * len(streams)
         self._n_buf = 0
         self._clk: int | None = None
-        self._k = min(settings.initial_k, settings.max_k)
+        self._k = min(max(settings.initial_k, settings.min_k), settings.max_k)
         self._win = _DelayWindow(settings.window, len(streams))
         self._pending: list[tuple[int, list[int]]] = []
         self._pending_n = 0
@@ -449,6 +467,8 @@ class OrderingUnit:
         old = self._max_ts[pos]
         if old is None or hi > old:
             self._max_ts[pos] = hi
+        if self._watermark:
+            return self._push_watermark(pos, tss, old, in_order)
 
         if not self._is_clock[pos]:
             # Delay of a non-clock event = clk after the next clock event - ts (seed 001 §II-E).
@@ -485,6 +505,60 @@ class OrderingUnit:
         self._clk = new_clk
         self._update_k()
         return self._release()
+
+    def _push_watermark(self, pos: int, tss: list[int], old_max: int | None, in_order: bool) -> Released:
+        """clk = the slowest active stream's progress; K only has to cover disorder within a stream.
+
+        Every input stream is nearly sorted by ts, so once each stream has passed
+        t nothing older than t can still come, except out of order within its own
+        stream; that is what the delays measure here (against the stream's own
+        running maximum). Late events then depend on disorder inside streams, not
+        on how fast each stream happens to be delivered, which keeps output
+        identical from run to run.
+        """
+        self._stream_pushed[pos] += len(tss)
+        self._idle[pos] = False
+        running = old_max if old_max is not None else tss[0]
+        if in_order and tss[0] >= running:
+            self._record_zeros(len(tss))
+        else:
+            ds = []
+            for t in tss:
+                if t > running:
+                    running = t
+                elif t < running:
+                    ds.append(running - t)
+            if len(tss) > len(ds):
+                self._record_zeros(len(tss) - len(ds))
+            if ds:
+                self._record(ds, pos)
+        self._update_k()
+        return self._advance_watermark()
+
+    def _advance_watermark(self) -> Released:
+        """Move clk to the minimum progress over streams that are not idle (unseen ones block)."""
+        progress = [t for t, idle in zip(self._max_ts, self._idle, strict=True) if not idle]
+        if not progress or None in progress:
+            return Released()
+        watermark = min(progress)  # type: ignore[type-var]
+        if self._clk is None or watermark > self._clk:
+            self._clk = watermark
+            self._clock_advances += 1
+        return self._release()
+
+    def _tick_watermark(self, wall_now: float) -> Released:
+        """Streams silent for ``idle_timeout`` (or never heard of) stop counting for the watermark."""
+        changed = False
+        for pos in range(len(self.streams)):
+            if self._stream_wall[pos] is None or self._stream_pushed[pos] != self._stream_seen[pos]:
+                self._stream_seen[pos], self._stream_wall[pos] = self._stream_pushed[pos], wall_now
+            elif not self._idle[pos] and wall_now - self._stream_wall[pos] >= self.settings.idle_timeout:  # type: ignore[operator]
+                self._idle[pos] = True
+                changed = True
+        if changed:
+            self._fallback_advances += 1
+            return self._advance_watermark()
+        return Released()
 
     def notice_upstream_k(self, stream: str, k_upstream: int) -> bool:
         """React to the K an upstream producer of ``stream`` reports in its ``/data`` meta.
@@ -536,6 +610,8 @@ class OrderingUnit:
         if wall_now - self._input_wall >= idle and self._n_buf:
             self._idle_flushes += 1
             return self._release(everything=True)
+        if self._watermark:
+            return self._tick_watermark(wall_now)
         if wall_now - self._clock_wall >= idle:
             seen = [t for i in self._fallback_pos if (t := self._max_ts[i]) is not None]
             if seen and (self._clk is None or max(seen) > self._clk):
@@ -601,7 +677,7 @@ class OrderingUnit:
             k = math.ceil(win.max() + s.lam * win.std())
             if win.total < s.window:  # warm-up: the offline estimate is a floor
                 k = max(k, s.initial_k)
-        k = min(k, s.max_k)
+        k = min(max(k, s.min_k), s.max_k)
         if k > self._k:
             self._k_increases += 1
         self._k = k

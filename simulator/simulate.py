@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 8192  # rows per write when catching up or unpaced
 PS_PER_S = 10**12
+UNPACED_SLICE_PS = 50 * 10**9  # unpaced sensors advance together in 50 ms slices of event time
 
 
 class SimulateError(Exception):
@@ -241,6 +242,39 @@ class Pacer:
         return max(now, last_ns)
 
 
+class EventTimeGate:
+    """Unpaced replay in lockstep: no sensor sends past ``limit_ts`` until all have reached it.
+
+    Without it, every sensor would race through its own file and streams would
+    drift apart by minutes of event time, which no ordering unit should have to
+    absorb. With it the disorder stays within one slice of event time.
+    """
+
+    def __init__(self, origin_ts: int, slice_ps: int, participants: int) -> None:
+        self.slice_ps = slice_ps
+        self.limit_ts = origin_ts + slice_ps
+        self._participants = participants
+        self._waiting = 0
+        self._generation = 0
+        self._changed = asyncio.Condition()
+
+    async def arrive(self, finished: bool) -> None:
+        """Report that this sensor sent everything up to the limit (or has nothing left)."""
+        async with self._changed:
+            if finished:
+                self._participants -= 1
+            else:
+                self._waiting += 1
+            if self._waiting >= self._participants:
+                self.limit_ts += self.slice_ps
+                self._waiting = 0
+                self._generation += 1
+                self._changed.notify_all()
+            elif not finished:
+                generation = self._generation
+                await self._changed.wait_for(lambda: self._generation != generation)
+
+
 class SensorRunner:
     """Replays one stream over its own link, paced or not, impaired or not."""
 
@@ -255,10 +289,10 @@ class SensorRunner:
     def _stopped(self) -> bool:
         return self.opts.stop is not None and self.opts.stop.is_set()
 
-    async def run(self, pacer: Pacer) -> None:
+    async def run(self, pacer: Pacer, gate: EventTimeGate) -> None:
         try:
             if self.opts.speedup == 0:
-                await self._run_unpaced()
+                await self._run_unpaced(gate)
             else:
                 await self._run_paced(pacer)
         finally:
@@ -287,27 +321,29 @@ class SensorRunner:
                 if self.source.exhausted and self.imp.pending == 0:
                     return
 
-    async def _run_unpaced(self) -> None:
-        while not self._stopped():
-            ts, lines = self.source.take(2**63 - 1, MAX_BATCH)
+    async def _run_unpaced(self, gate: EventTimeGate) -> None:
+        finished = False
+        while not finished and not self._stopped():
+            limit = gate.limit_ts
             if self.imp is None:
-                if not ts:
-                    return
-                self.limit_ts = ts[-1]
-                await self._deliver(ts, lines, None)
-                continue
-            if ts:
-                self.limit_ts = ts[-1]
-                self.imp.feed(ts, lines)
-            if self.source.exhausted:
-                self.imp.finish()
-                virtual_now: float = float("inf")
+                while True:
+                    ts, lines = self.source.take(limit, MAX_BATCH)
+                    if not ts:
+                        break
+                    self.limit_ts = ts[-1]
+                    await self._deliver(ts, lines, None)
+                finished = self.source.exhausted
             else:
-                virtual_now = self.timeline.due_one(ts[-1]) - self.imp.horizon_ns
-            for packet in self.imp.pop_due(virtual_now):
-                await self._handle(packet, None)
-            if self.source.exhausted and self.imp.pending == 0:
-                return
+                self._feed(limit)
+                self.limit_ts = limit
+                exhausted = self.source.exhausted
+                virtual_now = float("inf") if exhausted else self.timeline.due_one(limit) - self.imp.horizon_ns
+                for packet in self.imp.pop_due(virtual_now):
+                    await self._handle(packet, None)
+                finished = exhausted and self.imp.pending == 0
+            await gate.arrive(finished)
+        if not finished:
+            await gate.arrive(True)
 
     def _feed(self, limit_ts: int) -> None:
         assert self.imp is not None
@@ -485,7 +521,8 @@ async def simulate(opts: SimulateOptions) -> Summary:
         started_mono = time.monotonic()
         if opts.progress:
             progress_task = asyncio.create_task(Progress(runners, timeline, opts.progress_out or sys.stderr).run())
-        await asyncio.gather(*(r.run(pacer) for r in runners))
+        gate = EventTimeGate(origin, UNPACED_SLICE_PS, len(runners))
+        await asyncio.gather(*(r.run(pacer, gate) for r in runners))
     finally:
         elapsed = time.monotonic() - started_mono
         if progress_task is not None:

@@ -1,0 +1,174 @@
+"""`pan replay`: run a workflow on recorded sensor data and record every output.
+
+One harness for tests, benchmarks and users:
+
+1. start the workflow with `pan run` (real processes) and wait until every
+   output stream has its original producer registered;
+2. subscribe to every output stream and append its tuples to
+   ``OUTDIR/<stream>.jsonl``;
+3. feed the data with the sensor simulator;
+4. stop by itself once the outputs have been quiet for a while after the
+   data ended (ordering units flush their buffers after their idle timeout).
+
+The simulator is passed in as a callable so that `pan/` keeps no knowledge
+of how input is produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import aiohttp
+import orjson
+
+from pan.client import StreamSubscriber
+from pan.component import get_component_type
+from pan.workflow import Workflow
+
+log = logging.getLogger(__name__)
+
+STARTUP_TIMEOUT_S = 60.0
+QUIET_S = 3.0  # outputs unchanged this long after the data ended = done
+MAX_DRAIN_S = 120.0
+
+
+@dataclass
+class ReplayResult:
+    streams: dict[str, int]  # stream -> tuples recorded
+    feed: Any  # what the feeder returned (the simulator's summary)
+    elapsed_s: float
+    feed_s: float
+    missed: dict[str, int] = field(default_factory=dict)
+
+
+def output_streams(workflow: Workflow) -> list[str]:
+    """Every stream an original producer of the workflow publishes (repeaters add none)."""
+    streams: list[str] = []
+    for spec in workflow.workers:
+        component = get_component_type(spec.type)
+        assert component is not None
+        if not component.repeats:
+            streams.extend(component.output_names(spec))
+    return streams
+
+
+class Recorder:
+    """One subscriber per stream, each appending JSON lines to its own file."""
+
+    def __init__(self, workflow: Workflow, streams: list[str], out_dir: Path) -> None:
+        self.workflow = workflow
+        self.streams = streams
+        self.out_dir = out_dir
+        self.counts = dict.fromkeys(streams, 0)
+        self.subscribers: dict[str, StreamSubscriber] = {}
+        self._files: dict[str, IO[bytes]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        for stream in self.streams:
+            self._files[stream] = (self.out_dir / f"{stream}.jsonl").open("wb")
+            subscriber = StreamSubscriber(
+                stream,
+                self.workflow.repository.address,
+                max_wait_ms=500,
+                page_size=5000,
+                norep=True,
+                session=self._session,
+            )
+            self.subscribers[stream] = subscriber
+            self._tasks.append(asyncio.create_task(self._record(stream, subscriber), name=f"record {stream}"))
+
+    async def _record(self, stream: str, subscriber: StreamSubscriber) -> None:
+        out = self._files[stream]
+        async for batch in subscriber.batches():
+            out.write(b"".join(orjson.dumps(item) + b"\n" for item in batch))
+            self.counts[stream] += len(batch)
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for out in self._files.values():
+            out.close()
+        if self._session is not None:
+            await self._session.close()
+
+
+async def _wait_for_producers(workflow: Workflow, streams: list[str]) -> None:
+    repo = workflow.repository
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError):
+                async with session.get(
+                    f"http://{repo.host}:{repo.port}/streams", timeout=aiohttp.ClientTimeout(total=2)
+                ) as response:
+                    known = orjson.loads(await response.read())["streams"]
+                if all(any(not p["rep"] for p in known.get(s, [])) for s in streams):
+                    return
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"the workflow's producers did not all register within {STARTUP_TIMEOUT_S:.0f} s")
+
+
+async def replay(
+    workflow_path: Path,
+    workflow: Workflow,
+    feed: Callable[[], Awaitable[Any]],
+    record_dir: Path,
+    *,
+    quiet_s: float = QUIET_S,
+) -> ReplayResult:
+    """Run ``workflow``, record its outputs while ``feed()`` sends the input, stop when done."""
+    streams = output_streams(workflow)
+    started = time.monotonic()
+    run = await asyncio.create_subprocess_exec(sys.executable, "-m", "pan", "run", str(workflow_path))
+    recorder = Recorder(workflow, streams, record_dir)
+    try:
+        await _wait_for_producers(workflow, streams)
+        await recorder.start()
+        feed_started = time.monotonic()
+        summary = await feed()
+        feed_s = time.monotonic() - feed_started
+        await _wait_until_quiet(recorder, quiet_s)
+    finally:
+        await recorder.stop()
+        if run.returncode is None:
+            run.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(30):
+                await run.wait()
+        except TimeoutError:
+            run.kill()
+            await run.wait()
+    missed = {s: sub.stats.missed for s, sub in recorder.subscribers.items() if sub.stats.missed}
+    return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, feed_s, missed)
+
+
+async def _wait_until_quiet(recorder: Recorder, quiet_s: float) -> None:
+    deadline = time.monotonic() + MAX_DRAIN_S
+    last_total, last_change = recorder.total(), time.monotonic()
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        total = recorder.total()
+        if total != last_total:
+            last_total, last_change = total, time.monotonic()
+        elif time.monotonic() - last_change >= quiet_s:
+            return
+    log.warning("outputs still changing after %.0f s; stopping anyway", MAX_DRAIN_S)
