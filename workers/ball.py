@@ -1,0 +1,163 @@
+"""Active ball: which of the transmitting balls is the one in play (DESIGN §6).
+
+All balls transmit all the time; spare balls lie beside the pitch or are being
+carried back. The ball in play is the one inside the pitch. The rule, applied
+to the ts-ordered merge of the ball streams, is:
+
+* A ball is *inside* while ``debs.in_pitch(x, y)`` holds (lines count as inside).
+* With no current ball, the first row (in ts order) of a ball inside the pitch
+  makes that ball the active ball.
+* The active ball stays active while it is inside, even if another ball is
+  inside too (hysteresis: a spare ball rolling onto the pitch changes nothing).
+* The active ball's first row outside the pitch is still emitted (the *exit
+  row*), then there is no active ball until a ball is inside again. Consumers
+  recognise "the ball left the pitch" as an ACTIVEBALL row that is not
+  ``in_pitch``; every other ACTIVEBALL row is inside.
+* With ``game_time_only`` (default), rows outside the two halves are ignored
+  and the state is reset, so warm-up balls before kick-off or in the break
+  never count as play.
+
+Every row of the active ball is emitted at its full rate (2000 Hz): the hit
+and shot detectors need every sample of a kick's |a| spike, and one full-rate
+stream is cheaper for them than re-deciding the active ball from four raw ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pan.component import register
+from pan.ordered import OrderedComponent
+from pan.streams import Tuple
+from pan.workflow import WorkerSpec
+from workers import debs
+
+OUTPUT = "ACTIVEBALL"
+
+
+def ball_list(spec: WorkerSpec) -> list[int]:
+    return list(spec.params.get("balls", debs.BALLS))
+
+
+def finite_sum(row: dict[str, Any]) -> float:
+    """0 when every value field is a finite number, NaN otherwise; TypeError for non-numbers.
+
+    One chain of additions is much cheaper per row than eleven type checks:
+    strings, None and lists fail the subtraction, NaN and infinities survive
+    as NaN.
+    """
+    total = (row["x"] + row["y"] + row["z"] + row["v"] + row["a"] + row["vx"] + row["vy"] + row["vz"]
+             + row["ax"] + row["ay"] + row["az"])
+    return total - total
+
+
+@register
+class ActiveBall(OrderedComponent):
+    """Emits the rows of the ball in play; see the module docstring for the rule."""
+
+    type_name = "active_ball"
+    own_params: ClassVar[tuple[str, ...]] = ("balls", "game_time_only")
+
+    @classmethod
+    def input_names(cls, spec: WorkerSpec) -> list[str]:
+        if spec.inputs:
+            return list(spec.inputs)
+        balls = spec.params.get("balls", debs.BALLS)
+        if not isinstance(balls, list | tuple):
+            return [debs.sensor_stream(b) for b in debs.BALLS]
+        return [debs.sensor_stream(b) for b in balls]
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        return [OUTPUT]
+
+    @classmethod
+    def check_own_params(cls, spec: WorkerSpec) -> list[str]:
+        problems = []
+        balls = spec.params.get("balls", debs.BALLS)
+        if not isinstance(balls, list | tuple) or not balls or not all(type(b) is int for b in balls):
+            problems.append(f"balls: must be a non-empty list of sensor ids, got {balls!r}")
+        if not isinstance(spec.params.get("game_time_only", True), bool):
+            problems.append("game_time_only: must be true or false")
+        return problems
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self.balls = frozenset(ball_list(ctx.spec))
+        self.game_time_only: bool = self.params.get("game_time_only", True)
+        self.output = ctx.outputs[OUTPUT]
+        self.active: int | None = None
+        self.bad = 0
+        self.other_sid = 0
+        self.outside_game = 0
+        self.switches = 0
+        self.exits = 0
+        self.emitted = 0
+
+    def process(self, events: list[Tuple]) -> None:
+        out: list[dict[str, Any]] = []
+        balls = self.balls
+        game_only = self.game_time_only
+        h1_start, h1_end = debs.FIRST_HALF
+        h2_start, h2_end = debs.SECOND_HALF
+        x_min, x_max, y_min, y_max = debs.X_MIN, debs.X_MAX, debs.Y_MIN, debs.Y_MAX
+        active = self.active
+        for ev in events:
+            try:
+                sid = ev["sid"]
+                ts = ev["ts"]
+                x = ev["x"]
+                y = ev["y"]
+                inside = x_min <= x <= x_max and y_min <= y <= y_max
+                known = sid in balls
+            except (KeyError, TypeError):
+                self.bad += 1
+                continue
+            if not known:
+                self.other_sid += 1
+                continue
+            if type(ts) is not int:
+                self.bad += 1
+                continue
+            if game_only and not (h1_start <= ts <= h1_end or h2_start <= ts <= h2_end):
+                self.outside_game += 1
+                active = None
+                continue
+            if active is None:
+                if not inside:
+                    continue
+            elif sid != active:
+                continue
+            try:  # only rows that are emitted need every field
+                row = {"ts": ts, "sid": sid, "x": x, "y": y, "z": ev["z"], "v": ev["v"], "a": ev["a"],
+                       "vx": ev["vx"], "vy": ev["vy"], "vz": ev["vz"],
+                       "ax": ev["ax"], "ay": ev["ay"], "az": ev["az"]}
+                check = finite_sum(row)
+            except (KeyError, TypeError):
+                check = 1
+            if check != 0:
+                self.bad += 1
+                continue
+            if active is None:
+                active = sid
+                self.switches += 1
+            elif not inside:
+                active = None  # this is the exit row; it is emitted below
+                self.exits += 1
+            out.append(row)
+        self.active = active
+        if out:
+            self.emitted += len(out)
+            self.output.extend(out)
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            **super().counters(),
+            "active": self.active,
+            "emitted": self.emitted,
+            "activations": self.switches,
+            "exits": self.exits,
+            "bad_rows": self.bad,
+            "other_sensor_rows": self.other_sid,
+            "outside_game_rows": self.outside_game,
+        }

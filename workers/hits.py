@@ -1,0 +1,162 @@
+"""Ball hit detector: who kicked the ball (DESIGN §6, Q2).
+
+A hit is the active ball within 1 m of a player's sensor while the ball's
+|a| >= 55 m/s^2. Inputs are ``ACTIVEBALL`` (full rate, see workers/ball.py)
+and every player's leg and hand sensor stream; the referee is not subscribed,
+so the referee never hits.
+
+* Player positions at a ball sample's ts are the latest sample of each sensor
+  at or before that ts: the ordering unit delivers rows in (ts, stream
+  position) order and ``ACTIVEBALL`` is the last input, so a player sample
+  with the ball's very ts is already applied; this is fixed by the input
+  alone. Samples older than ``stale_ms`` are ignored, so a sensor that went
+  quiet cannot kick.
+* A kick shows as a short spike: several consecutive ball samples over the
+  threshold. Consecutive samples of one ball over the threshold form one
+  *spike*, and a spike yields at most one hit: at its first sample that has a
+  player sensor within range. The hit's ``ts``, position and ``a`` are that
+  sample's; it is emitted at once (no waiting for the peak).
+* When several players are within range, the one with the nearest sensor
+  (3-D distance) is the hitter; such cases are counted as ``ambiguous``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pan.component import register
+from pan.ordered import OrderedComponent
+from pan.streams import Tuple
+from pan.workflow import WorkerSpec
+from workers import debs
+
+OUTPUT = "BALLHITS"
+BALL_INPUT = "ACTIVEBALL"
+DEFAULTS: dict[str, Any] = {
+    "threshold": 55_000_000,  # µm/s^2 (55 m/s^2)
+    "radius_mm": 1000,
+    "stale_ms": 250,
+}
+
+
+def player_streams() -> list[str]:
+    return [debs.sensor_stream(sid) for sids in debs.PLAYER_SENSORS.values() for sid in sids]
+
+
+@register
+class BallHits(OrderedComponent):
+    """Emits one ``BALLHITS`` tuple per kick: ``player, sid, x, y, z, a``."""
+
+    type_name = "ball_hits"
+    own_params: ClassVar[tuple[str, ...]] = tuple(DEFAULTS)
+
+    @classmethod
+    def input_names(cls, spec: WorkerSpec) -> list[str]:
+        return list(spec.inputs) if spec.inputs else [*player_streams(), BALL_INPUT]
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        return [OUTPUT]
+
+    @classmethod
+    def check_own_params(cls, spec: WorkerSpec) -> list[str]:
+        problems = []
+        for key in DEFAULTS:
+            value = spec.params.get(key, DEFAULTS[key])
+            if type(value) not in (int, float) or not value > 0:
+                problems.append(f"{key}: must be a positive number, got {value!r}")
+        return problems
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        conf = {key: self.params.get(key, default) for key, default in DEFAULTS.items()}
+        self.threshold = conf["threshold"]
+        self.radius_sq = conf["radius_mm"] ** 2
+        self.stale_ps = round(conf["stale_ms"] * debs.PS_PER_MS)
+        self.output = ctx.outputs[OUTPUT]
+        self.owner = {sid: p for p, sids in debs.PLAYER_SENSORS.items() for sid in sids}
+        self.balls = frozenset(debs.BALLS)
+        #: sid -> (ts, x, y, z) of the latest sample.
+        self.latest: dict[int, tuple[int, float, float, float]] = {}
+        self.spike_sid: int | None = None  # ball whose spike is running
+        self.spike_done = False  # that spike already produced its hit
+        self.bad = 0
+        self.other_sid = 0
+        self.hits = 0
+        self.ambiguous = 0
+        self.unmatched_spikes = 0
+
+    def process(self, events: list[Tuple]) -> None:
+        out: list[dict[str, Any]] = []
+        latest = self.latest
+        owner = self.owner
+        balls = self.balls
+        threshold = self.threshold
+        for ev in events:
+            try:
+                sid = ev["sid"]
+                ts = ev["ts"]
+                x, y, z = ev["x"], ev["y"], ev["z"]
+                check = x + y + z + ts
+                check -= check
+                is_player = sid in owner
+                a = 0 if is_player else ev["a"]
+                check += a - a
+            except (KeyError, TypeError):
+                self.bad += 1
+                continue
+            if check != 0:
+                self.bad += 1
+                continue
+            if is_player:
+                latest[sid] = (ts, x, y, z)
+                continue
+            if sid not in balls:
+                self.other_sid += 1
+                continue
+            if a < threshold:
+                if self.spike_sid is not None and not self.spike_done:
+                    self.unmatched_spikes += 1
+                self.spike_sid = None
+                continue
+            if self.spike_sid != sid:
+                if self.spike_sid is not None and not self.spike_done:
+                    self.unmatched_spikes += 1
+                self.spike_sid, self.spike_done = sid, False
+            if self.spike_done:
+                continue
+            player = self.hitter(ts, x, y, z)
+            if player is None:
+                continue
+            self.spike_done = True
+            self.hits += 1
+            out.append({"ts": ts, "player": player, "sid": sid, "x": x, "y": y, "z": z, "a": a})
+        if out:
+            self.output.extend(out)
+
+    def hitter(self, ts: int, x: float, y: float, z: float) -> str | None:
+        """The owner of the nearest fresh sensor within range of the ball, if any."""
+        oldest = ts - self.stale_ps
+        radius_sq = self.radius_sq
+        best, best_d, players = None, radius_sq, set()
+        for sid, (ts_s, xs, ys, zs) in self.latest.items():
+            if ts_s < oldest or ts_s > ts:
+                continue
+            d = (xs - x) ** 2 + (ys - y) ** 2 + (zs - z) ** 2
+            if d <= radius_sq:
+                players.add(self.owner[sid])
+                if d < best_d or best is None:
+                    best, best_d = self.owner[sid], d
+        if len(players) > 1:
+            self.ambiguous += 1
+        return best
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            **super().counters(),
+            "hits": self.hits,
+            "ambiguous_hits": self.ambiguous,
+            "spikes_without_player": self.unmatched_spikes,
+            "bad_rows": self.bad,
+            "other_sensor_rows": self.other_sid,
+        }

@@ -1,0 +1,210 @@
+"""Shot on goal (DESIGN §6, Q4).
+
+A hit is a shot when the ball's projected path crosses the opponent's goal
+mouth within ``horizon_s`` (1.5 s). Inputs: ``INTERRUPTIONS``, ``BALLHITS`` and
+``ACTIVEBALL`` (ties in ts resolve in that order, so a hit precedes its own
+ball row).
+
+* **When to project.** During the kick's |a| spike the sensor's velocity may
+  still be settling, so the projection starts from the first ACTIVEBALL row
+  after the hit whose |a| is below ``threshold`` (or ``settle_ms`` after the
+  hit, whichever comes first): "right after the hit".
+* **Projection.** Velocity = |v| * (vx, vy, vz) / 10000 (m/s). Horizontally a
+  straight line with constant deceleration ``decel_mps2`` along the path
+  (default 0: no drag, the ball keeps its speed, which can only make a shot
+  arrive earlier); vertically ballistic under gravity, never below the ground.
+  The ball must reach the goal line plane of the goal the hitter's team
+  attacks (``debs.attacked_goal``, first-half direction from
+  ``team_a_attacks_north_first``) within the horizon, strictly between the
+  posts and below the bar.
+* **While the shot lasts** every ACTIVEBALL row is emitted on ``SHOTS`` with the
+  shot id (1, 2, ...) and the shooter, starting with the hit's own row (rows
+  seen before the decision are buffered), until the ball leaves the pitch (the
+  exit row is not part of the shot), is hit again, play is interrupted or the
+  half ends. ``min_gap_ms`` > 0 thins this to the first row of each
+  ``min_gap_ms`` bucket of event time (20 gives "up to 50 Hz").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from pan.component import register
+from pan.ordered import OrderedComponent
+from pan.streams import Tuple
+from pan.workflow import WorkerSpec
+from workers import debs
+
+OUTPUT = "SHOTS"
+INPUTS = ["INTERRUPTIONS", "BALLHITS", "ACTIVEBALL"]
+GRAVITY = 9.81
+ROW_FIELDS = ("x", "y", "z", "v", "vx", "vy", "vz", "a", "ax", "ay", "az")
+DEFAULTS: dict[str, Any] = {
+    "horizon_s": 1.5,
+    "threshold": 55_000_000,
+    "settle_ms": 10,
+    "decel_mps2": 0.0,
+    "min_gap_ms": 0,
+    "team_a_attacks_north_first": True,
+}
+
+
+def crossing_time(dist: float, speed: float, decel: float) -> float | None:
+    """Seconds to cover ``dist`` (m) from ``speed`` (m/s) under ``decel``; None if it stops first."""
+    if decel <= 0:
+        return dist / speed if speed > 0 else None
+    disc = speed * speed - 2 * decel * dist
+    if disc < 0:
+        return None
+    return (speed - math.sqrt(disc)) / decel
+
+
+def enters_goal(row: dict[str, Any], goal: debs.GoalArea, horizon: float, decel: float) -> float | None:
+    """Time (s) at which the projected ball crosses ``goal``'s mouth, or None."""
+    scale = row["v"] * 1e-10  # µm/s * (1/10000) -> m/s
+    vx, vy, vz = row["vx"] * scale, row["vy"] * scale, row["vz"] * scale
+    x0, y0, z0 = row["x"] / 1000, row["y"] / 1000, row["z"] / 1000
+    gy = goal.y / 1000
+    if vy == 0 or (gy - y0) / vy < 0:
+        return None
+    ground = math.hypot(vx, vy)
+    frac = (gy - y0) / vy  # crossing when the straight-line time parameter reaches this
+    dist = ground * frac
+    t = crossing_time(dist, ground, decel)
+    if t is None or t > horizon:
+        return None
+    x = x0 + vx * frac
+    z = max(0.0, z0 + vz * t - GRAVITY * t * t / 2)
+    if goal.x_min < x * 1000 < goal.x_max and z * 1000 < goal.z_max:
+        return t
+    return None
+
+
+@register
+class Shots(OrderedComponent):
+    """Emits the ball rows of each shot on goal on ``SHOTS``."""
+
+    type_name = "shots"
+    own_params: ClassVar[tuple[str, ...]] = tuple(DEFAULTS)
+
+    @classmethod
+    def input_names(cls, spec: WorkerSpec) -> list[str]:
+        return list(spec.inputs) if spec.inputs else list(INPUTS)
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        return [OUTPUT]
+
+    @classmethod
+    def check_own_params(cls, spec: WorkerSpec) -> list[str]:
+        problems = []
+        for key, default in DEFAULTS.items():
+            value = spec.params.get(key, default)
+            if isinstance(default, bool):
+                if not isinstance(value, bool):
+                    problems.append(f"{key}: must be true or false, got {value!r}")
+                continue
+            positive = key in ("horizon_s", "threshold")
+            if type(value) not in (int, float) or value < 0 or (positive and value == 0):
+                kind = "positive" if positive else "non-negative"
+                problems.append(f"{key}: must be a {kind} number, got {value!r}")
+        return problems
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        conf = {key: self.params.get(key, default) for key, default in DEFAULTS.items()}
+        self.horizon = float(conf["horizon_s"])
+        self.threshold = conf["threshold"]
+        self.settle_ps = round(conf["settle_ms"] * debs.PS_PER_MS)
+        self.decel = float(conf["decel_mps2"])
+        self.gap_ps = round(conf["min_gap_ms"] * debs.PS_PER_MS)
+        self.a_north = conf["team_a_attacks_north_first"]
+        self.output = ctx.outputs[OUTPUT]
+        self.shot_id = 0
+        self.candidate: tuple[str, int] | None = None  # (player, hit ts) awaiting the decision
+        self.buffered: list[dict[str, Any]] = []
+        self.current: int | None = None  # id of the running shot
+        self.player = ""
+        self.until = 0  # the running shot ends with its half
+        self.last_bucket = -1
+        self.bad = 0
+        self.hits = 0
+        self.out: list[dict[str, Any]] = []
+
+    def process(self, events: list[Tuple]) -> None:
+        for ev in events:
+            try:
+                if "player" in ev:
+                    self.on_hit(ev["ts"], ev["player"])
+                elif "event" in ev:
+                    if ev["event"] == "begin":
+                        self.stop()
+                else:
+                    self.on_ball(ev)
+            except (KeyError, TypeError, ValueError, ZeroDivisionError):
+                self.bad += 1
+        if self.out:
+            self.output.extend(self.out)
+            self.out = []
+
+    def stop(self) -> None:
+        self.candidate = None
+        self.buffered = []
+        self.current = None
+
+    def on_hit(self, ts: int, player: str) -> None:
+        if player not in debs.PLAYER_SENSORS or type(ts) is not int:
+            self.bad += 1
+            return
+        self.stop()
+        self.hits += 1
+        self.candidate = (player, ts)
+
+    def on_ball(self, ev: Tuple) -> None:
+        if self.candidate is None and self.current is None:
+            return
+        row = {f: ev[f] for f in ROW_FIELDS}
+        ts = ev["ts"]
+        x, y = row["x"], row["y"]
+        if type(ts) is not int:
+            raise TypeError("ts")
+        if not (debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX):
+            self.stop()  # left the pitch: the exit row is not part of the shot
+            return
+        if self.current is not None:
+            if ts > self.until:
+                self.stop()
+                return
+            self.emit(ts, row)
+            return
+        assert self.candidate is not None
+        player, hit_ts = self.candidate
+        self.buffered.append({"ts": ts, **row})
+        if row["a"] >= self.threshold and ts < hit_ts + self.settle_ps:
+            return
+        half = debs.half_of(hit_ts)
+        goal = debs.attacked_goal(debs.team_of(player), half, self.a_north)
+        buffered = self.buffered
+        self.candidate, self.buffered = None, []
+        if enters_goal(row, goal, self.horizon, self.decel) is None:
+            return
+        self.shot_id += 1
+        self.current, self.player = self.shot_id, player
+        self.until = next((end for start, end in debs.HALVES if start <= hit_ts <= end),
+                          hit_ts + round(self.horizon * debs.PS_PER_S))
+        self.last_bucket = -1
+        for item in buffered:
+            self.emit(item.pop("ts"), item)
+
+    def emit(self, ts: int, row: dict[str, Any]) -> None:
+        if self.gap_ps:
+            bucket = ts // self.gap_ps
+            if bucket == self.last_bucket:
+                return
+            self.last_bucket = bucket
+        self.out.append({"ts": ts, "shot": self.current, "player": self.player, **row})
+
+    def counters(self) -> dict[str, Any]:
+        return {**super().counters(), "shots": self.shot_id, "hits_seen": self.hits, "bad_tuples": self.bad,
+                "in_shot": self.current is not None}
