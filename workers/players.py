@@ -1,0 +1,171 @@
+"""Player average: one position/speed stream per player from the player's sensors.
+
+A player wears two leg sensors (goalkeepers two more on the hands, the referee
+two: 105, 106). Q1 and Q3 need one sample per player, so this component keeps
+the latest row of each sensor and, on every 20 ms event-time boundary that a
+player's data crosses, emits the mean of those latest rows.
+
+Exact rule (docs/q1-q3.md): 20 ms slots are ``[k·20ms, (k+1)·20ms)`` of ``ts``.
+When an accepted row of player P falls in a later slot than P's previous
+accepted row (slot c), P's tuple for the boundary ``B = (c+1)·20ms`` is emitted
+first: ``ts = B`` and the mean of each sensor's latest row with ``ts`` in
+``[B - 1 s, B)`` (a sensor silent for a second no longer counts). Rows sit in
+slots ``<= c``, so the tuple depends only on input with ``ts < B``. A player's
+last slot is emitted only once a later row of the player arrives.
+
+Units stay raw, as means of the DEBS fields: x, y, z in mm, v in µm/s, a in
+µm/s² (floats: ``sum_of_ints / n``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pan.component import ComponentContext, register
+from pan.ordered import OrderedComponent
+from pan.streams import Tuple
+from pan.workflow import WorkerSpec
+from workers.debs import PLAYER_SENSORS, PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, REFEREE_SENSORS, sensor_stream
+
+SLOT_PS = 20 * PS_PER_MS
+STALE_PS = PS_PER_S
+FIELDS = ("x", "y", "z", "v", "a")
+
+#: Every entity the component can average, with its sensors.
+ENTITY_SENSORS: dict[str, tuple[int, ...]] = {**PLAYER_SENSORS, REFEREE: REFEREE_SENSORS}
+ENTITIES = (*PLAYERS, REFEREE)
+
+
+def _is_num(v: Any) -> bool:
+    t = type(v)
+    return t is int or (t is float and math.isfinite(v))
+
+
+def selected_players(
+    spec: WorkerSpec, allowed: tuple[str, ...], default: tuple[str, ...]
+) -> tuple[list[str], list[str]]:
+    """The ``players`` param as a list (default ``default``) and problems with it."""
+    value = spec.params.get("players")
+    if value is None:
+        return list(default), []
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) for p in value):
+        return [], [f"players: must be a non-empty list of names from {', '.join(allowed)}, got {value!r}"]
+    problems = [f"players: unknown player {p!r} (allowed: {', '.join(allowed)})" for p in value if p not in allowed]
+    if len(set(value)) != len(value):
+        problems.append(f"players: duplicates in {value!r}")
+    return [p for p in dict.fromkeys(value) if p in allowed], problems
+
+
+def check_inputs_match(spec: WorkerSpec, derived: list[str]) -> list[str]:
+    """Inputs come from ``players``; an explicit ``inputs`` list must name the same streams."""
+    if spec.inputs and sorted(spec.inputs) != sorted(derived):
+        return [f"players: inputs {spec.inputs!r} differ from the streams of the players {derived!r}; omit inputs"]
+    return []
+
+
+@register
+class PlayerAverage(OrderedComponent):
+    """SENSOR<sid> rows -> one ``A1``…``B8``/``REFEREE`` tuple per player per 20 ms slot."""
+
+    type_name = "player_average"
+    own_params = ("players",)
+
+    @classmethod
+    def players(cls, spec: WorkerSpec) -> list[str]:
+        return selected_players(spec, ENTITIES, ENTITIES)[0]
+
+    @classmethod
+    def input_names(cls, spec: WorkerSpec) -> list[str]:
+        return [sensor_stream(sid) for p in cls.players(spec) for sid in ENTITY_SENSORS[p]]
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        return cls.players(spec)
+
+    @classmethod
+    def check_own_params(cls, spec: WorkerSpec) -> list[str]:
+        problems = selected_players(spec, ENTITIES, ENTITIES)[1]
+        return problems + check_inputs_match(spec, cls.input_names(spec))
+
+    def __init__(self, ctx: ComponentContext) -> None:
+        super().__init__(ctx)
+        self._owner: dict[int, str] = {}
+        self._latest: dict[int, list[Any] | None] = {}
+        self._sids: dict[str, tuple[int, ...]] = {}
+        self._slot: dict[str, int | None] = {}
+        self._out = {p: ctx.outputs[p] for p in self.players(ctx.spec)}
+        for p in self._out:
+            self._sids[p] = ENTITY_SENSORS[p]
+            self._slot[p] = None
+            for sid in ENTITY_SENSORS[p]:
+                self._owner[sid] = p
+                self._latest[sid] = None
+        self.rows = 0
+        self.bad = 0
+        self.foreign = 0
+        self.stale = 0
+        self.emitted = 0
+
+    def process(self, events: list[Tuple]) -> None:
+        owner, latest, slots = self._owner, self._latest, self._slot
+        for ev in events:
+            self.rows += 1
+            try:
+                sid, ts = ev["sid"], ev["ts"]
+                x, y, z, v, a = ev["x"], ev["y"], ev["z"], ev["v"], ev["a"]
+            except (KeyError, TypeError):
+                self.bad += 1
+                continue
+            row = [ts, x, y, z, v, a]
+            if not (
+                type(x) is int and type(y) is int and type(z) is int and type(v) is int and type(a) is int
+                and type(ts) is int and v >= 0 and a >= 0
+            ) and not self._valid(row):
+                self.bad += 1
+                continue
+            player = owner.get(sid) if type(sid) is int else None
+            if player is None:
+                self.foreign += 1
+                continue
+            prev = latest[sid]
+            if prev is not None and ts < prev[0]:
+                self.stale += 1  # behind this sensor's newer row: only late events get here
+                continue
+            slot = ts // SLOT_PS
+            cur = slots[player]
+            if cur is None or slot > cur:
+                if cur is not None:
+                    self._emit(player, (cur + 1) * SLOT_PS)
+                slots[player] = slot
+            latest[sid] = row
+
+    @staticmethod
+    def _valid(row: list[Any]) -> bool:
+        return type(row[0]) is int and all(_is_num(f) for f in row[1:]) and row[4] >= 0 and row[5] >= 0
+
+    def _emit(self, player: str, boundary: int) -> None:
+        oldest = boundary - STALE_PS
+        n = sx = sy = sz = sv = sa = 0
+        for sid in self._sids[player]:
+            r = self._latest[sid]
+            if r is None or r[0] < oldest:
+                continue
+            n += 1
+            sx += r[1]
+            sy += r[2]
+            sz += r[3]
+            sv += r[4]
+            sa += r[5]
+        if not n:
+            return
+        self.emitted += 1
+        self._out[player].append(
+            {"ts": boundary, "player": player, "x": sx / n, "y": sy / n, "z": sz / n, "v": sv / n, "a": sa / n}
+        )
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            **super().counters(),
+            "rows": self.rows, "bad": self.bad, "foreign": self.foreign, "stale": self.stale, "emitted": self.emitted,
+        }
