@@ -77,6 +77,11 @@ class DebugReceiver:
     async def stop(self) -> None:
         await self.server.stop()
 
+    @property
+    def open_connections(self) -> int:
+        """Senders still connected (their unread bytes may still move the latest timestamps)."""
+        return len(self.server._connections)
+
     def reset(self) -> None:
         """Forget every stream (between experiments on one receiver)."""
         self.latest.clear()
