@@ -118,6 +118,7 @@ class StreamSubscriber:
         self._owns_session = session is None
         self._backoff = retry_backoff_s[0]
         self._lagging = 0
+        self.upstream_last = -1  # the publisher's newest index at the last answer
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -192,6 +193,7 @@ class StreamSubscriber:
         self.meta = meta
         epoch = meta.get("epoch")
         last = int(answer.get("last", -1))
+        self.upstream_last = last
         if not self._positioned:  # start=latest: begin after the newest tuple
             self.position, self.epoch, self._positioned = last, epoch, True
             return Fetch([], meta=meta)

@@ -138,7 +138,9 @@ class OrderedComponent(Component):
                 self._wake.set()  # there may be more; go round again before sleeping
             now = time.monotonic()
             if now >= next_tick:
-                self._handle(self.unit.tick(now))
+                # Inputs still catching up with their publisher are slow, not quiet.
+                busy = [name for name, stream in self.ctx.inputs.items() if stream.behind]
+                self._handle(self.unit.tick(now, busy))
                 next_tick = now + TICK_S
             if not self._wake.is_set():
                 with contextlib.suppress(TimeoutError):

@@ -591,13 +591,22 @@ class OrderingUnit:
         self._update_k()
         return self._k > old
 
-    def tick(self, wall_now: float) -> Released:
+    def tick(self, wall_now: float, busy: Sequence[str] = ()) -> Released:
         """Keep quiet clock streams from stalling the unit; call every so often with wall time.
 
         After ``idle_timeout`` s without a clock advance, clk jumps to the largest ts
         seen on the fallback streams. After ``idle_timeout`` s without any input at
         all, everything buffered is flushed. The first call only starts the timers.
+        ``busy`` names inputs known to have data on the way (their publisher is
+        ahead of what arrived): they count as active, so a slow stream is never
+        mistaken for a quiet one.
         """
+        if busy:
+            self._input_wall = wall_now
+            for stream in busy:
+                pos = self._pos[stream]
+                self._stream_wall[pos] = wall_now
+                self._stream_seen[pos] = self._stream_pushed[pos]
         if self._clock_wall is None or self._input_wall is None:
             self._clock_wall = self._input_wall = wall_now
             self._seen_advances, self._seen_pushed = self._clock_advances, self._pushed
@@ -686,7 +695,8 @@ class OrderingUnit:
         out = Released()
         if not self._n_buf or (self._clk is None and not everything):
             return out
-        limit = math.inf if everything else self._clk - self._k
+        # In watermark mode a stream at ts t may still bring more events at t: release strictly below.
+        limit = math.inf if everything else self._clk - self._k - self._watermark
         all_ts: list[int] = []
         all_ev: list[dict] = []
         starts: list[int] = []  # where each contributing stream's piece begins

@@ -133,8 +133,14 @@ class InputStream:
     source: dict[str, Any] | None = None
     counters: InputCounters = field(default_factory=InputCounters)
     generation: int = 0  # bumped on every reset so readers can re-position
+    upstream_last: int = -1  # the publisher's newest index at the last fetch
     #: Called after new tuples or a reset, so a component can wait on several inputs at once.
     listeners: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def behind(self) -> bool:
+        """The publisher holds tuples this worker has not received yet."""
+        return self.upstream_last > self.buffer.last
 
     def set_meta(self, meta: dict[str, Any]) -> None:
         """The upstream meta of the latest fetch; a grown K wakes this stream's readers."""

@@ -185,6 +185,7 @@ class Worker:
         self.subscribers[name] = subscriber
         while True:
             fetch = await subscriber.fetch()
+            stream.upstream_last = subscriber.upstream_last
             stream.set_meta(fetch.meta)
             stream.source = (
                 None

@@ -60,11 +60,14 @@ def test_an_unseen_stream_blocks_until_it_is_idle() -> None:
     unit = OrderingUnit(WATERMARK, ["A", "B"])
     assert unit.push("A", [{"ts": t} for t in range(10)]).events == []  # B unheard of: wait
     unit.tick(0.0)
+    unit.push("A", [{"ts": t} for t in range(10, 20)])
     unit.tick(0.5)
-    assert unit.tick(1.6).events == [{"ts": t} for t in range(10)]  # B idle after 1 s: A alone
-    # B comes back: it counts again.
-    assert unit.push("B", [{"ts": 20}]).events == []
-    assert [e["ts"] for e in unit.push("A", [{"ts": 30}]).events] == [20]
+    unit.push("A", [{"ts": t} for t in range(20, 30)])
+    # B idle after 1 s: A alone sets the watermark (29); release strictly below it, as A may bring more 29s.
+    assert unit.tick(1.6).events == [{"ts": t} for t in range(29)]
+    # B comes back and counts again: the watermark is now min(50, 40).
+    assert unit.push("B", [{"ts": 40}]).events == []
+    assert [e["ts"] for e in unit.push("A", [{"ts": 50}]).events] == [29]
 
 
 def test_disorder_inside_a_stream_is_covered_by_k() -> None:
@@ -87,7 +90,7 @@ def test_disorder_inside_a_stream_is_covered_by_k() -> None:
 def test_min_k_is_a_floor() -> None:
     unit = OrderingUnit(OrderingSettings(clock_mode="watermark", min_k=100), ["A"])
     assert unit.k == 100
-    assert unit.push("A", [{"ts": t} for t in range(0, 150, 10)]).events == [{"ts": t} for t in range(0, 50, 10)]
+    assert unit.push("A", [{"ts": t} for t in range(0, 150, 10)]).events == [{"ts": t} for t in range(0, 40, 10)]
     assert unit.k == 100
 
 
@@ -96,3 +99,13 @@ def test_settings_validation() -> None:
     assert OrderingSettings(clock_mode="watermark", clock=("A",)).validate(["A"])
     assert OrderingSettings(min_k=5, max_k=1).validate(["A"])
     assert OrderingSettings.from_params({"clock_mode": "watermark", "min_k": 7}, ["A"]).min_k == 7
+
+
+def test_a_busy_stream_is_never_taken_for_an_idle_one() -> None:
+    unit = OrderingUnit(WATERMARK, ["A", "B"])
+    unit.push("A", [{"ts": t} for t in range(10)])
+    unit.push("B", [{"ts": 0}])
+    for wall in (0.0, 1.0, 2.0, 3.0, 4.0):  # B's publisher has more for us: slow, not quiet
+        assert unit.tick(wall, busy=["B"]).events == []
+    # B caught up and quiet for the idle timeout: nothing is on the way, everything goes out.
+    assert [e["ts"] for e in unit.tick(6.0).events] == [0, 0, *range(1, 10)]
