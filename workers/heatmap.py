@@ -1,0 +1,235 @@
+"""Q3 heat maps: per player, the share of game time spent in each pitch cell.
+
+Input: the ``player_average`` streams. Exact rules (docs/q1-q3.md):
+- The time between consecutive samples of a player, ``[t_k, t_k+1)``, belongs
+  to the cell of the earlier sample; only its game time counts
+  (``workers.gametime``), and gaps longer than 1 s count nothing.
+- Cells of the 64x100 grid: ``ix = floor((x - 0) * 64 / 52483)``,
+  ``iy = floor((y + 33960) * 100 / 67925)``, clamped to the border cells; index
+  ``ix * 100 + iy``. Coarser grids sum fine cells: fine column ``ix`` belongs to
+  coarse column ``(2 ix + 1) * nx // 128`` (the one holding its centre; exact for
+  8, 16, 32) and fine row ``iy`` to ``(2 iy + 1) * ny // 200`` (exact for 25
+  and 50, nearest for 13).
+- Counts are integer ps in per-game-second buckets of touched cells only.
+- At every game second ``G = n s`` (n >= 1, once the player's data reaches its
+  event time) each window W emits buckets ``[n - W, n)``: ``HM_<w>_<nx>x<ny>_<p>``
+  with ``cells[c] = count[c] / total * 100`` (all 0.0 while total is 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+from pan.component import ComponentContext, register
+from pan.ordered import OrderedComponent
+from pan.streams import OutputStream, Tuple
+from pan.workflow import WorkerSpec
+from workers.debs import PLAYERS, PS_PER_S, REFEREE, WINDOWS, X_MAX, X_MIN, Y_MAX, Y_MIN
+from workers.gametime import GAME_SECONDS, MAX_GAP_PS, pieces, ts_of_game
+from workers.players import check_inputs_match, selected_players
+
+FINE_X, FINE_Y = 64, 100
+GRIDS: dict[str, tuple[int, int]] = {"8x13": (8, 13), "16x25": (16, 25), "32x50": (32, 50), "64x100": (64, 100)}
+HM_WINDOWS = ("1min", "5min", "10min", "wholeGame")
+ALLOWED = (*PLAYERS, REFEREE)
+X_SPAN = X_MAX - X_MIN
+Y_SPAN = Y_MAX - Y_MIN
+
+
+def fine_cell(x: float, y: float) -> int:
+    """Index ``ix * 100 + iy`` of the 64x100 cell holding (x, y) mm; outside clamps to the border."""
+    ix = math.floor((x - X_MIN) * FINE_X / X_SPAN)
+    iy = math.floor((y - Y_MIN) * FINE_Y / Y_SPAN)
+    ix = 0 if ix < 0 else FINE_X - 1 if ix >= FINE_X else ix
+    iy = 0 if iy < 0 else FINE_Y - 1 if iy >= FINE_Y else iy
+    return ix * FINE_Y + iy
+
+
+def coarse_map(nx: int, ny: int) -> list[int]:
+    """Fine cell index -> index in the nxxny grid (the coarse cell holding the fine cell's centre)."""
+    return [
+        ((2 * ix + 1) * nx // (2 * FINE_X)) * ny + (2 * iy + 1) * ny // (2 * FINE_Y)
+        for ix in range(FINE_X)
+        for iy in range(FINE_Y)
+    ]
+
+
+_MAPS = {name: (None if (nx, ny) == (FINE_X, FINE_Y) else coarse_map(nx, ny)) for name, (nx, ny) in GRIDS.items()}
+
+
+def _subset(spec: WorkerSpec, key: str, allowed: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    value = spec.params.get(key)
+    if value is None:
+        return list(allowed), []
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        return [], [f"{key}: must be a non-empty list from {', '.join(allowed)}, got {value!r}"]
+    bad = [f"{key}: unknown {v!r} (allowed: {', '.join(allowed)})" for v in value if v not in allowed]
+    return [v for v in allowed if v in value], bad
+
+
+class _Window:
+    """Cell counts (ps) over the last ``seconds`` game seconds (None: the whole game)."""
+
+    __slots__ = ("buckets", "counts", "seconds", "streams", "total")
+
+    def __init__(self, seconds: int | None, streams: list[tuple[str, OutputStream]]) -> None:
+        self.seconds = seconds
+        self.streams = streams  # (grid name, stream)
+        self.buckets: deque[tuple[int, dict[int, int]]] = deque()
+        self.counts: dict[int, int] = {}
+        self.total = 0
+
+    def expire(self, lowest: int) -> None:
+        buckets, counts = self.buckets, self.counts
+        while buckets and buckets[0][0] < lowest:
+            _, cells = buckets.popleft()
+            for c, d in cells.items():
+                left = counts[c] - d
+                if left:
+                    counts[c] = left
+                else:
+                    del counts[c]
+                self.total -= d
+
+
+class _Player:
+    __slots__ = ("bucket", "cell", "last_ts", "name", "next_n", "windows")
+
+    def __init__(self, name: str, windows: list[_Window]) -> None:
+        self.name = name
+        self.windows = windows
+        self.last_ts: int | None = None
+        self.cell = 0
+        self.next_n = 1
+        self.bucket: tuple[int, dict[int, int]] | None = None
+
+
+@register
+class HeatMap(OrderedComponent):
+    """Player samples -> ``HM_<window>_<nx>x<ny>_<player>`` once per game second."""
+
+    type_name = "heatmap"
+    own_params = ("players", "windows", "grids")
+
+    @classmethod
+    def players(cls, spec: WorkerSpec) -> list[str]:
+        return selected_players(spec, ALLOWED, PLAYERS)[0]
+
+    @classmethod
+    def input_names(cls, spec: WorkerSpec) -> list[str]:
+        return cls.players(spec)
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        windows = _subset(spec, "windows", HM_WINDOWS)[0]
+        grids = _subset(spec, "grids", tuple(GRIDS))[0]
+        return [f"HM_{w}_{g}_{p}" for p in cls.players(spec) for w in windows for g in grids]
+
+    @classmethod
+    def check_own_params(cls, spec: WorkerSpec) -> list[str]:
+        problems = selected_players(spec, ALLOWED, PLAYERS)[1]
+        problems += _subset(spec, "windows", HM_WINDOWS)[1] + _subset(spec, "grids", tuple(GRIDS))[1]
+        return problems + check_inputs_match(spec, cls.input_names(spec))
+
+    def __init__(self, ctx: ComponentContext) -> None:
+        super().__init__(ctx)
+        windows = _subset(ctx.spec, "windows", HM_WINDOWS)[0]
+        grids = _subset(ctx.spec, "grids", tuple(GRIDS))[0]
+        self._state: dict[str, _Player] = {}
+        for p in self.players(ctx.spec):
+            ws = []
+            for w in windows:
+                length = WINDOWS[w]
+                streams = [(g, ctx.outputs[f"HM_{w}_{g}_{p}"]) for g in grids]
+                ws.append(_Window(None if length is None else length // PS_PER_S, streams))
+            self._state[p] = _Player(p, ws)
+        self.samples = 0
+        self.bad = 0
+        self.foreign = 0
+        self.out_of_order = 0
+        self.gaps = 0
+        self.emitted = 0
+
+    def process(self, events: list[Tuple]) -> None:
+        state = self._state
+        for ev in events:
+            self.samples += 1
+            name = ev.get("player")
+            st = state.get(name) if type(name) is str else None
+            if st is None:
+                self.foreign += 1
+                continue
+            ts, x, y = ev.get("ts"), ev.get("x"), ev.get("y")
+            if (
+                type(ts) is not int or type(x) not in (int, float) or type(y) not in (int, float)
+                or not (math.isfinite(x) and math.isfinite(y))
+            ):
+                self.bad += 1
+                continue
+            last = st.last_ts
+            if last is not None:
+                if ts <= last:
+                    self.out_of_order += 1
+                    continue
+                if ts - last > MAX_GAP_PS:
+                    self.gaps += 1
+                else:
+                    for g, g_end in pieces(last, ts):
+                        n = g // PS_PER_S
+                        while st.next_n <= n:
+                            self._emit(st)
+                        self._add(st, n, g_end - g)
+            while st.next_n <= GAME_SECONDS and ts_of_game(st.next_n * PS_PER_S) <= ts:
+                self._emit(st)
+            st.last_ts = ts
+            st.cell = fine_cell(x, y)
+
+    @staticmethod
+    def _add(st: _Player, n: int, d: int) -> None:
+        bucket = st.bucket
+        if bucket is None or bucket[0] != n:
+            bucket = st.bucket = (n, {})
+            for w in st.windows:
+                if w.seconds is not None:
+                    w.buckets.append(bucket)
+        c = st.cell
+        cells = bucket[1]
+        cells[c] = cells.get(c, 0) + d
+        for w in st.windows:
+            w.counts[c] = w.counts.get(c, 0) + d
+            w.total += d
+
+    def _emit(self, st: _Player) -> None:
+        """Emit every window and grid for the game second boundary ``st.next_n`` and move on."""
+        n = st.next_n
+        st.next_n = n + 1
+        ts = ts_of_game(n * PS_PER_S)
+        for w in st.windows:
+            if w.seconds is not None:
+                w.expire(n - w.seconds)
+            total = w.total
+            for grid, stream in w.streams:
+                nx, ny = GRIDS[grid]
+                cells = [0.0] * (nx * ny)
+                mapping = _MAPS[grid]
+                if total:
+                    if mapping is None:
+                        counts = w.counts
+                    else:
+                        counts = {}
+                        for c, d in w.counts.items():
+                            k = mapping[c]
+                            counts[k] = counts.get(k, 0) + d
+                    for c, d in counts.items():
+                        cells[c] = d / total * 100
+                stream.append({"ts": ts, "player": st.name, "cells": cells})
+                self.emitted += 1
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            **super().counters(),
+            "samples": self.samples, "bad": self.bad, "foreign": self.foreign,
+            "out_of_order": self.out_of_order, "gaps": self.gaps, "emitted": self.emitted,
+        }

@@ -1,0 +1,226 @@
+"""Q1 running analysis: per player, time and distance per intensity band.
+
+Input: the ``player_average`` streams (one sample per player per 20 ms).
+Exact rules (docs/q1-q3.md):
+- The time between consecutive samples of a player, ``[t_k, t_k+1)``, runs at
+  the earlier sample's speed ``v`` (µm/s) and band. Only its game time counts
+  (``workers.gametime``); gaps longer than 1 s count nothing.
+- That time is cut into pieces at game seconds; a piece of ``d`` ps covers
+  ``floor(v * d / 1e9)`` nm. Integer ps and nm are summed, so sums never drift
+  and old buckets leave a window exactly.
+- ``RUN_<p>`` describes the current segment (contiguous counted time in one
+  band): emitted at the end ``T`` of every counted interval (at most once per
+  20 ms slot, ``ceil(T / 20 ms)``), with ``distance = nm / 1e9`` m and
+  ``speed = distance * 3.6e12 / (ts_stop - ts_start)`` km/h.
+- ``RUNAGG_<w>_<p>`` at the same instants (or every ``agg_period_ms``): with ``g``
+  the game clock at ``T``, a window of ``W`` s holds the game seconds
+  ``n >= ceil(g / 1 s) - W``: the current partial second and ``W - 1`` whole ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+from pan.component import ComponentContext, register
+from pan.ordered import OrderedComponent
+from pan.streams import OutputStream, Tuple
+from pan.workflow import WorkerSpec
+from workers.debs import PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, WINDOWS
+from workers.gametime import MAX_GAP_PS, clipped
+from workers.players import check_inputs_match, selected_players
+
+BANDS = ("standing", "trot", "low", "medium", "high", "sprint")
+#: Upper speed limits (km/h, inclusive) of all bands but the last.
+LIMITS = (1.0, 11.0, 14.0, 17.0, 24.0)
+SLOT_PS = 20 * PS_PER_MS
+ALLOWED = (*PLAYERS, REFEREE)
+_KEYS = tuple((f"{b}_time_ps", f"{b}_distance") for b in BANDS)
+
+
+def band_of(v_um_s: float) -> int:
+    """Index into BANDS for a speed in µm/s (km/h = v * 3.6e-6)."""
+    kmh = v_um_s * 3.6e-6
+    for i, limit in enumerate(LIMITS):
+        if kmh <= limit:
+            return i
+    return len(LIMITS)
+
+
+def selected_windows(spec: WorkerSpec) -> tuple[list[str], list[str]]:
+    value = spec.params.get("windows")
+    if value is None:
+        return list(WINDOWS), []
+    if not isinstance(value, list) or not value or not all(isinstance(w, str) for w in value):
+        return [], [f"windows: must be a non-empty list from {', '.join(WINDOWS)}, got {value!r}"]
+    bad = [f"windows: unknown window {w!r} (allowed: {', '.join(WINDOWS)})" for w in value if w not in WINDOWS]
+    return [w for w in WINDOWS if w in value], bad
+
+
+class _Window:
+    """Sums over the buckets of the last ``seconds`` game seconds (None: everything)."""
+
+    __slots__ = ("buckets", "nm", "seconds", "stream", "t")
+
+    def __init__(self, seconds: int | None, stream: OutputStream) -> None:
+        self.seconds = seconds
+        self.stream = stream
+        self.buckets: deque[list[Any]] = deque()
+        self.t = [0] * len(BANDS)
+        self.nm = [0] * len(BANDS)
+
+    def expire(self, lowest: int) -> None:
+        buckets, t, nm = self.buckets, self.t, self.nm
+        while buckets and buckets[0][0] < lowest:
+            _, bt, bnm = buckets.popleft()
+            for i in range(len(BANDS)):
+                t[i] -= bt[i]
+                nm[i] -= bnm[i]
+
+
+class _Player:
+    __slots__ = (
+        "agg_slot", "band", "bucket", "last_ts", "name", "run", "run_slot", "seg_band", "seg_nm", "seg_start",
+        "seg_stop", "v", "windows",
+    )
+
+    def __init__(self, name: str, run: OutputStream, windows: list[_Window]) -> None:
+        self.name = name
+        self.run = run
+        self.windows = windows
+        self.last_ts: int | None = None
+        self.v = 0.0
+        self.band = 0
+        self.bucket: list[Any] | None = None
+        self.seg_band = -1
+        self.seg_start = self.seg_stop = self.seg_nm = 0
+        self.run_slot = self.agg_slot = -1
+
+
+@register
+class Running(OrderedComponent):
+    """Player samples -> ``RUN_<p>`` (current segment) and ``RUNAGG_<w>_<p>`` (windows)."""
+
+    type_name = "running"
+    own_params = ("players", "windows", "agg_period_ms")
+
+    @classmethod
+    def players(cls, spec: WorkerSpec) -> list[str]:
+        return selected_players(spec, ALLOWED, PLAYERS)[0]
+
+    @classmethod
+    def input_names(cls, spec: WorkerSpec) -> list[str]:
+        return cls.players(spec)
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        windows = selected_windows(spec)[0]
+        return [s for p in cls.players(spec) for s in (f"RUN_{p}", *(f"RUNAGG_{w}_{p}" for w in windows))]
+
+    @classmethod
+    def check_own_params(cls, spec: WorkerSpec) -> list[str]:
+        problems = selected_players(spec, ALLOWED, PLAYERS)[1] + selected_windows(spec)[1]
+        period = spec.params.get("agg_period_ms", 20)
+        if type(period) is not int or period < 20 or period % 20:
+            problems.append(f"agg_period_ms: must be a positive multiple of 20, got {period!r}")
+        return problems + check_inputs_match(spec, cls.input_names(spec))
+
+    def __init__(self, ctx: ComponentContext) -> None:
+        super().__init__(ctx)
+        windows = selected_windows(ctx.spec)[0]
+        self._agg_ps = self.params.get("agg_period_ms", 20) * PS_PER_MS
+        self._state: dict[str, _Player] = {}
+        for p in self.players(ctx.spec):
+            ws = []
+            for w in windows:
+                length = WINDOWS[w]
+                ws.append(_Window(None if length is None else length // PS_PER_S, ctx.outputs[f"RUNAGG_{w}_{p}"]))
+            self._state[p] = _Player(p, ctx.outputs[f"RUN_{p}"], ws)
+        self.samples = 0
+        self.bad = 0
+        self.foreign = 0
+        self.out_of_order = 0
+        self.gaps = 0
+
+    def process(self, events: list[Tuple]) -> None:
+        state = self._state
+        for ev in events:
+            self.samples += 1
+            name = ev.get("player")
+            st = state.get(name) if type(name) is str else None
+            if st is None:
+                self.foreign += 1
+                continue
+            ts, v = ev.get("ts"), ev.get("v")
+            if type(ts) is not int or type(v) not in (int, float) or not (0 <= v < math.inf):
+                self.bad += 1
+                continue
+            last = st.last_ts
+            if last is not None:
+                if ts <= last:
+                    self.out_of_order += 1
+                    continue
+                if ts - last > MAX_GAP_PS:
+                    self.gaps += 1
+                else:
+                    for lo, hi, offset in clipped(last, ts):
+                        self._account(st, lo, hi, offset)
+            st.last_ts, st.v = ts, float(v)
+            st.band = band_of(st.v)
+
+    def _account(self, st: _Player, lo: int, hi: int, offset: int) -> None:
+        """Add the counted interval ``[lo, hi)`` (ts; ``g = ts - offset``) and emit."""
+        band, v = st.band, st.v
+        total = 0
+        g, g_end = lo - offset, hi - offset
+        while g < g_end:
+            n = g // PS_PER_S
+            cut = min((n + 1) * PS_PER_S, g_end)
+            d = cut - g
+            nm = math.floor(v * d / 1e9)
+            total += nm
+            bucket = st.bucket
+            if bucket is None or bucket[0] != n:
+                bucket = st.bucket = [n, [0] * len(BANDS), [0] * len(BANDS)]
+                for w in st.windows:
+                    if w.seconds is not None:
+                        w.buckets.append(bucket)
+            bucket[1][band] += d
+            bucket[2][band] += nm
+            for w in st.windows:
+                w.t[band] += d
+                w.nm[band] += nm
+            g = cut
+        if st.seg_band == band and st.seg_stop == lo:
+            st.seg_nm += total
+        else:
+            st.seg_band, st.seg_start, st.seg_nm = band, lo, total
+        st.seg_stop = hi
+        slot = -(-hi // SLOT_PS)
+        if slot > st.run_slot:
+            st.run_slot = slot
+            distance = st.seg_nm / 1e9
+            st.run.append({
+                "ts": hi, "ts_start": st.seg_start, "ts_stop": hi, "player": st.name, "intensity": BANDS[band],
+                "distance": distance, "speed": distance * 3.6e12 / (hi - st.seg_start),
+            })
+        slot = -(-hi // self._agg_ps)
+        if slot > st.agg_slot:
+            st.agg_slot = slot
+            current = -(-g_end // PS_PER_S)
+            for w in st.windows:
+                if w.seconds is not None:
+                    w.expire(current - w.seconds)
+                out: dict[str, Any] = {"ts": hi, "player": st.name}
+                for i, (tk, dk) in enumerate(_KEYS):
+                    out[tk] = w.t[i]
+                    out[dk] = w.nm[i] / 1e9
+                w.stream.append(out)
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            **super().counters(),
+            "samples": self.samples, "bad": self.bad, "foreign": self.foreign,
+            "out_of_order": self.out_of_order, "gaps": self.gaps,
+        }
