@@ -36,7 +36,6 @@ BANDS = ("standing", "trot", "low", "medium", "high", "sprint")
 LIMITS = (1.0, 11.0, 14.0, 17.0, 24.0)
 SLOT_PS = 20 * PS_PER_MS
 ALLOWED = (*PLAYERS, REFEREE)
-_KEYS = tuple((f"{b}_time_ps", f"{b}_distance") for b in BANDS)
 
 
 def band_of(v_um_s: float) -> int:
@@ -212,11 +211,16 @@ class Running(OrderedComponent):
             for w in st.windows:
                 if w.seconds is not None:
                     w.expire(current - w.seconds)
-                out: dict[str, Any] = {"ts": hi, "player": st.name}
-                for i, (tk, dk) in enumerate(_KEYS):
-                    out[tk] = w.t[i]
-                    out[dk] = w.nm[i] / 1e9
-                w.stream.append(out)
+                t, nm = w.t, w.nm
+                w.stream.append({
+                    "ts": hi, "player": st.name,
+                    "standing_time_ps": t[0], "standing_distance": nm[0] / 1e9,
+                    "trot_time_ps": t[1], "trot_distance": nm[1] / 1e9,
+                    "low_time_ps": t[2], "low_distance": nm[2] / 1e9,
+                    "medium_time_ps": t[3], "medium_distance": nm[3] / 1e9,
+                    "high_time_ps": t[4], "high_distance": nm[4] / 1e9,
+                    "sprint_time_ps": t[5], "sprint_distance": nm[5] / 1e9,
+                })
 
     def counters(self) -> dict[str, Any]:
         return {
