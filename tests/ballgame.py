@@ -29,6 +29,7 @@ from workers import debs
 
 KEYS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
 CHUNK_PS = 5 * debs.PS_PER_S
+SAMPLE_PS = 40 * debs.PS_PER_S
 PAN = str(Path(sys.executable).with_name("pan"))
 _DIR: Path | None = None
 _CACHE: dict[tuple[float, int], Match] = {}
@@ -53,7 +54,8 @@ class Match:
     interruptions: list[tuple[int, int]]
     outputs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     counters: dict[str, dict[str, Any]] = field(default_factory=dict)
-    n_active: int = 0
+    active: np.ndarray = field(default_factory=lambda: np.empty((0, 13), dtype=np.int64))  # ACTIVEBALL, KEYS order
+    sample: np.ndarray = field(default_factory=lambda: np.empty((0, 13), dtype=np.int64))  # raw rows, first 40 s
 
 
 def read_csv(path: Path) -> list[list[str]]:
@@ -127,10 +129,12 @@ def _run_pipeline(folder: Path, interruptions: list[tuple[int, int]], params: di
     balls = np.isin(rows[:, 0], debs.BALLS)
     players = np.isin(rows[:, 0], list(debs.SENSOR_OWNER)) & ~np.isin(rows[:, 0], debs.REFEREE_SENSORS)
     ball_rows, player_rows = rows[balls], rows[players]
+    kickoff = debs.FIRST_HALF[0]
+    sample = rows[(rows[:, 1] >= kickoff) & (rows[:, 1] < kickoff + SAMPLE_PS) & (balls | players)]
     del rows
     inter = interruption_events(interruptions)
     hit_list: list[dict[str, Any]] = []
-    n_active = 0
+    active_parts = []
     lo = int(min(ball_rows[0, 1], player_rows[0, 1]))
     end = int(max(ball_rows[-1, 1], player_rows[-1, 1])) + 1
     while lo < end:
@@ -139,7 +143,7 @@ def _run_pipeline(folder: Path, interruptions: list[tuple[int, int]], params: di
         p = player_rows[(player_rows[:, 1] >= lo) & (player_rows[:, 1] < hi)]
         active.process(as_events(b))
         ab = ab_reader.new()
-        n_active += len(ab)
+        active_parts.append(np.array([[ev[k] for k in KEYS] for ev in ab], dtype=np.int64).reshape(-1, 13))
         hits.process(merge(as_events(p), ab))
         new_hits = hit_reader.new()
         hit_list += new_hits
@@ -149,7 +153,7 @@ def _run_pipeline(folder: Path, interruptions: list[tuple[int, int]], params: di
         team.process(q_in)
         shots.process(q_in)
         lo = hi
-    match = Match(folder, [], [], [], interruptions, n_active=n_active)
+    match = Match(folder, [], [], [], interruptions, active=np.concatenate(active_parts), sample=sample)
     match.outputs["BALLHITS"] = hit_list
     for comp in (player, team, shots):
         for name, stream in comp.ctx.outputs.items():
@@ -209,3 +213,42 @@ def match_kicks(truth: list[tuple[int, str, int]], found: list[dict[str, Any]], 
             missed.append((t, player, _ball))
     false = [h for h, u in zip(found, used, strict=True) if not u]
     return matched, missed, false
+
+
+def feed_jittered(component: Any, streams: dict[str, list[dict[str, Any]]], seed: int,
+                  lag_ps: int = 100 * debs.PS_PER_MS) -> None:
+    """Feed through the ordering unit in random batches and a random stream interleaving.
+
+    Time is cut into slices of ``lag_ps``; within a slice the streams are
+    visited in random order and each one's events go in 1..3 random batches.
+    No stream gets more than two slices ahead of another, so a ``min_k`` of a
+    few slices keeps every event in time, and the output must not change.
+    """
+    rng = np.random.default_rng(seed)
+    names = [n for n, evs in streams.items() if evs]
+    if not names:
+        component.finish()
+        return
+    lo = min(streams[n][0]["ts"] for n in names)
+    hi = max(streams[n][-1]["ts"] for n in names)
+    cursor = dict.fromkeys(names, 0)
+    t = lo - lo % lag_ps
+    while t <= hi:
+        t += lag_ps
+        for n in rng.permutation(names):
+            evs = streams[n]
+            start = end = cursor[n]
+            while end < len(evs) and evs[end]["ts"] < t:
+                end += 1
+            cuts = sorted(rng.integers(start, end + 1, size=int(rng.integers(0, 3))).tolist())
+            for a, b in zip([start, *cuts], [*cuts, end], strict=True):
+                if b > a:
+                    component.feed(n, evs[a:b])
+            cursor[n] = end
+    component.finish()
+
+
+def rows_to_events(rows: np.ndarray, sids: Any = None) -> list[dict[str, int]]:
+    if sids is not None:
+        rows = rows[np.isin(rows[:, 0], list(sids))]
+    return as_events(rows)

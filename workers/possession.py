@@ -19,7 +19,8 @@ that kick count.
 
 Outputs, "up to 50 Hz": event time is cut into 20 ms buckets; the first event
 of a new bucket is an emission point. ``BP_<player>`` is emitted there for the
-current holder, plus on every counted hit and when a possession ends.
+current holder (unless a hit already put out a value in that bucket), on
+every counted hit and when a possession ends.
 ``BP_<window>_<team>`` is emitted there for every window and team whose value
 changed since its last emission; ``time_percent`` is the team's share of the
 window's possession time, 0.0 for both teams when nobody had the ball.
@@ -98,7 +99,8 @@ class Possession:
                     self.bad += 1
                 return None
             x, y = ev["x"], ev["y"]
-            if self.holder is not None and not (debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX):
+            inside = debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX
+            if self.holder is not None and not inside:
                 self.close(ts)
         except (KeyError, TypeError):
             self.bad += 1
@@ -180,9 +182,11 @@ class PlayerPossession(PossessionComponent):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         self.pending: dict[str, list[dict[str, Any]]] = {p: [] for p in debs.PLAYERS}
+        self.emitted_bucket: dict[str, int] = dict.fromkeys(debs.PLAYERS, -1)
 
     def emit(self, ts: int, player: str) -> None:
         state = self.state
+        self.emitted_bucket[player] = ts // BUCKET_PS
         self.pending[player].append(
             {"ts": ts, "player": player, "time_ps": state.time_of(player, ts), "hits": state.hits[player]}
         )
@@ -196,7 +200,7 @@ class PlayerPossession(PossessionComponent):
 
     def tick(self, ts: int) -> None:
         holder = self.state.holder
-        if holder is not None:
+        if holder is not None and self.emitted_bucket[holder] != ts // BUCKET_PS:
             self.emit(ts, holder)
 
     def flush(self) -> None:

@@ -167,8 +167,9 @@ class Shots(OrderedComponent):
         row = {f: ev[f] for f in ROW_FIELDS}
         ts = ev["ts"]
         x, y = row["x"], row["y"]
-        if type(ts) is not int:
-            raise TypeError("ts")
+        check = sum(row.values())
+        if type(ts) is not int or check - check != 0:
+            raise ValueError("not a finite ball row")
         if not (debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX):
             self.stop()  # left the pitch: the exit row is not part of the shot
             return
