@@ -204,4 +204,5 @@ def test_generated_match(match: dict[str, Any]) -> None:
         # Distance from |v| agrees with the distance along the averaged positions.
         pairs = itertools.pairwise(streams[p])
         path = sum(math.hypot(b["x"] - a["x"], b["y"] - a["y"]) for a, b in pairs if a["ts"] >= S1) / 1000
-        assert metres == pytest.approx(path, rel=0.25), p
+        # Goalkeepers' hands move more than their body: looser for them.
+        assert metres == pytest.approx(path, rel=0.15 if p in ("A1", "B1") else 0.03), p
