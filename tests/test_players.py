@@ -23,7 +23,7 @@ def row(sid: int, ts: int, x: int = 0, y: int = 0, z: int = 0, v: int = 0, a: in
 
 
 def build(**params: Any):
-    return build_component("player_average", {**OFFLINE, **params})
+    return build_component("player_average", {**OFFLINE, **params}, buffer_size=20_000)
 
 
 def test_inputs_and_outputs_follow_players() -> None:
@@ -128,7 +128,7 @@ def test_same_outputs_whatever_the_batching_and_arrival_jitter() -> None:
     runs = []
     for seed, delay_ms, batch in ((0, 0, 1), (1, 100, 10), (2, 300, 40)):
         comp = build_component("player_average", {"players": ["A1", "A2", "REFEREE"], "initial_k": 2 * PS_PER_S,
-                                                  "window": 10**9})
+                                                  "window": 10**9}, buffer_size=20_000)
         feed_jittered(comp, rows, sensor_stream_of, seed, delay_ms * PS_PER_MS, batch)
         assert comp.counters()["ordering"]["late"] == 0
         runs.append(all_outputs(comp))
