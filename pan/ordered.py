@@ -35,6 +35,7 @@ from pan.workflow import WorkerSpec
 
 READ_BATCH = 2000
 TICK_S = 0.1
+META_INTERVAL_S = 0.01  # outputs' meta (K, clk, wm) is refreshed at most this often, unless K grew
 ORDERING_KEYS = (*PARAM_KEYS, "delay_profile", "arrival_log")
 ARRIVAL_LOG_HEADER = "arrival_ns,stream,ts\n"
 
@@ -44,6 +45,10 @@ class OrderedComponent(Component):
 
     #: Component-specific params keys (the ordering keys are always allowed).
     own_params: ClassVar[tuple[str, ...]] = ()
+    #: How far behind the released events an output's ts can be (e.g. a detector that
+    #: reports a kick when its spike ends, stamped with its first sample). The output
+    #: watermark promised downstream is the release point minus this.
+    max_backdate_ps: ClassVar[int] = 0
 
     # --- description ---------------------------------------------------------------
 
@@ -99,6 +104,9 @@ class OrderedComponent(Component):
         self.late_output = ctx.outputs[late] if late else None
         self._wake = asyncio.Event()
         self._arrivals: IO[str] | None = None
+        self._meta_at = 0.0
+        self._published_k = -1
+        self.untimed_tuples = 0
 
     async def start(self) -> None:
         for stream in self.ctx.inputs.values():
@@ -129,6 +137,10 @@ class OrderedComponent(Component):
                     positions[name], generations[name] = -1, stream.generation
                 page = stream.buffer.read(positions[name], oldest=READ_BATCH)
                 if not page.items:
+                    # Nothing new, but the producer may promise that nothing older will come.
+                    upstream_wm = stream.meta.get("wm")
+                    if isinstance(upstream_wm, int) and not stream.behind:
+                        self._handle(self.unit.promise(name, upstream_wm))
                     continue
                 positions[name] = page.indices[-1]
                 if self._arrivals is not None:
@@ -151,7 +163,14 @@ class OrderedComponent(Component):
 
     def feed(self, stream: str, events: list[Tuple]) -> None:
         """Push one input's new events through the unit (also usable offline, in tests)."""
-        self._handle(self.unit.push(stream, events))
+        try:
+            released = self.unit.push(stream, events)
+        except ValueError:  # a tuple without an integer ts: count it, keep the rest
+            valid = [e for e in events if type(e.get("ts")) is int]
+            self.untimed_tuples += len(events) - len(valid)
+            self.ctx.log.warning("%s: %d tuples without an integer ts dropped", stream, len(events) - len(valid))
+            released = self.unit.push(stream, valid)
+        self._handle(released)
 
     def finish(self) -> None:
         """End of input: release everything still buffered, in order."""
@@ -162,7 +181,15 @@ class OrderedComponent(Component):
             self.process(released.events)
         if released.late and self.late_output is not None:
             self.late_output.extend(released.late)
+        now = time.monotonic()
+        k_grew = self.unit.k > self._published_k
+        if not k_grew and now - self._meta_at < META_INTERVAL_S:
+            return  # many outputs x many releases: refreshing meta every time costs more than the work
+        self._meta_at, self._published_k = now, self.unit.k
         meta = self.unit.meta()
+        limit = self.unit.release_limit
+        if limit is not None:
+            meta["wm"] = limit - self.max_backdate_ps
         for output in self.ctx.outputs.values():
             output.update_meta(meta)
 
@@ -171,7 +198,7 @@ class OrderedComponent(Component):
         raise NotImplementedError
 
     def counters(self) -> dict[str, Any]:
-        return {"ordering": self.unit.metrics()}
+        return {"ordering": self.unit.metrics(), "untimed_tuples": self.untimed_tuples}
 
 
 @register

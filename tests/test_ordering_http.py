@@ -177,3 +177,29 @@ async def test_ordering_numbers_in_metrics_and_meta(repository: RepositoryServer
         assert name in metrics
     _, data = await get_json(f"{base}/data", s="X", l=1)
     assert data["meta"]["k"] >= 5 * PS_PER_MS and data["meta"]["epoch"] == merger.epoch
+
+
+async def test_sparse_upstream_stream_advances_the_watermark(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """A derived stream with rare events promises progress through its /data meta ("wm")."""
+    never_idle = {"clock_mode": "watermark", "idle_timeout": 60.0}
+    specs = [
+        forwarder("F", ["A", "B", "C"]),
+        ordered("U", "merge", ["B"], output="SPARSE", **never_idle),
+        ordered("L", "merge", ["A", "SPARSE"], output="X", **never_idle),
+    ]
+    producer, _, lower = await workers.start(make_workflow(repository.port, specs))
+    producer.outputs["B"].append({"ts": 0, "src": "B"})
+    for t in range(1, 200):
+        producer.outputs["A"].append({"ts": t * PS_PER_MS, "src": "A"})
+        if t % 50 == 0:  # SPARSE gets an event every 50 ms only, yet L must follow A closely
+            producer.outputs["B"].append({"ts": t * PS_PER_MS, "src": "B"})
+
+    def released_up_to() -> int:
+        page = lower.outputs["X"].buffer.read(-1, latest=1)
+        return orjson.loads(page.items[0])["ts"] if page.items else -1
+
+    # Without promises L would wait for SPARSE for a minute (idle_timeout); with them it follows A.
+    await wait_until(lambda: released_up_to() >= 140 * PS_PER_MS, timeout_s=10)
+    assert (await ordering_of(lower))["late"] == 0
