@@ -1,0 +1,1 @@
+"""PAN benchmarks, run through `pan bench ...` (see benchmarks/cli.py)."""
