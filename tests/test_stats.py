@@ -169,10 +169,10 @@ def merge(name: str, **params: Any) -> dict[str, Any]:
 async def feed(producer: Any, seconds: float, delay_ms: int, step_ms: int = 2) -> None:
     """Real time: A on time, B ``delay_ms`` behind it (B(t) is appended with A(t + delay))."""
     started = time.monotonic()
-    t = 0
-    while t < seconds * 1000:
+    t, end = 0, seconds * 1000
+    while t < end:
         now_ms = (time.monotonic() - started) * 1000
-        while t <= now_ms:
+        while t <= now_ms and t < end:
             producer.outputs["A"].append({"ts": (t + delay_ms) * PS_PER_MS})
             producer.outputs["B"].append({"ts": t * PS_PER_MS})
             t += step_ms
@@ -205,9 +205,13 @@ async def test_learnt_delays_become_the_initial_k_of_a_new_unit(
     rows = log_path.read_text().splitlines()[1:]
     assert replay_k(rows, OrderingSettings(clock=("A",), lam=0, window=10**6)) == learnt
     assert live_k >= delay_ms * PS_PER_MS
+    print(json.dumps({"learnt_k_ms": learnt / PS_PER_MS, "live_k_ms": live_k / PS_PER_MS,
+                      "b_p50_ms": b["p50_ps"] / PS_PER_MS}))
 
     # A new unit started from the profile holds K = the learnt delay before any input arrives.
-    (second,) = await workers.start(make_workflow(repository.port, [merge("M2", delay_profile=str(profile_path))]))
+    # Its producer F is declared but not started, so nothing can arrive.
+    specs = [forwarder("F", ["A", "B"]), merge("M2", delay_profile=str(profile_path))]
+    (second,) = await workers.start(make_workflow(repository.port, specs), names=["M2"])
     _, info = await get_json(f"http://{HOST}:{second.server.port}/streams")
     ordering = info["component"]["ordering"]
     assert ordering["pushed"] == 0 and ordering["k"] == learnt
