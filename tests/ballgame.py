@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,10 +71,25 @@ def interruption_events(interruptions: list[tuple[int, int]]) -> list[dict[str, 
     return [{"ts": ts, "event": ev} for ts, _rank, ev in sorted(events)]
 
 
-def load_rows(path: Path) -> np.ndarray:
-    """The full-game CSV as an (n, 13) int64 array, in file order (sorted by ts, sid)."""
-    text = path.read_bytes().replace(b"\n", b",").decode()
-    return np.fromstring(text, dtype=np.int64, sep=",").reshape(-1, 13)
+def iter_rows(path: Path, block: int = 48 << 20) -> Iterator[np.ndarray]:
+    """The full-game CSV as (n, 13) int64 arrays of about ``block`` bytes each, in file order.
+
+    The generator writes rows sorted by (ts, sid), so consecutive blocks are
+    consecutive in time; reading in blocks keeps memory flat for long matches.
+    """
+    rest = b""
+    with path.open("rb") as f:
+        while True:
+            data = f.read(block)
+            if not data:
+                break
+            data = rest + data
+            cut = data.rfind(b"\n") + 1
+            data, rest = data[:cut], data[cut:]
+            if data:
+                yield np.fromstring(data.replace(b"\n", b",").decode(), dtype=np.int64, sep=",").reshape(-1, 13)
+    if rest.strip():
+        yield np.fromstring(rest.decode(), dtype=np.int64, sep=",").reshape(-1, 13)
 
 
 def as_events(rows: np.ndarray) -> list[dict[str, int]]:
@@ -125,34 +141,36 @@ def _run_pipeline(folder: Path, interruptions: list[tuple[int, int]], params: di
     team = build_component("team_possession", params.get("team_possession"))
     shots = build_component("shots", params.get("shots"))
     ab_reader, hit_reader = Reader(active, "ACTIVEBALL"), Reader(hits, "BALLHITS")
-    rows = load_rows(folder / "full-game")
-    balls = np.isin(rows[:, 0], debs.BALLS)
-    players = np.isin(rows[:, 0], list(debs.SENSOR_OWNER)) & ~np.isin(rows[:, 0], debs.REFEREE_SENSORS)
-    ball_rows, player_rows = rows[balls], rows[players]
     kickoff = debs.FIRST_HALF[0]
-    sample = rows[(rows[:, 1] >= kickoff) & (rows[:, 1] < kickoff + SAMPLE_PS) & (balls | players)]
-    del rows
+    ball_sids = list(debs.BALLS)
+    player_sids = [sid for sids in debs.PLAYER_SENSORS.values() for sid in sids]
     inter = interruption_events(interruptions)
     hit_list: list[dict[str, Any]] = []
-    active_parts = []
-    lo = int(min(ball_rows[0, 1], player_rows[0, 1]))
-    end = int(max(ball_rows[-1, 1], player_rows[-1, 1])) + 1
-    while lo < end:
-        hi = lo + CHUNK_PS
-        b = ball_rows[(ball_rows[:, 1] >= lo) & (ball_rows[:, 1] < hi)]
-        p = player_rows[(player_rows[:, 1] >= lo) & (player_rows[:, 1] < hi)]
-        active.process(as_events(b))
-        ab = ab_reader.new()
-        active_parts.append(np.array([[ev[k] for k in KEYS] for ev in ab], dtype=np.int64).reshape(-1, 13))
-        hits.process(merge(as_events(p), ab))
-        new_hits = hit_reader.new()
-        hit_list += new_hits
-        chunk_inter = [ev for ev in inter if lo <= ev["ts"] < hi]
-        q_in = merge(chunk_inter, new_hits, ab)
-        player.process(q_in)
-        team.process(q_in)
-        shots.process(q_in)
-        lo = hi
+    active_parts, samples = [], []
+    for rows in iter_rows(folder / "full-game"):
+        balls, players = np.isin(rows[:, 0], ball_sids), np.isin(rows[:, 0], player_sids)
+        samples.append(rows[(rows[:, 1] >= kickoff) & (rows[:, 1] < kickoff + SAMPLE_PS) & (balls | players)])
+        ball_rows, player_rows = rows[balls], rows[players]
+        lo, end = int(rows[0, 1]), int(rows[-1, 1]) + 1
+        while lo < end:
+            hi = min(lo + CHUNK_PS, end)
+            b = ball_rows[(ball_rows[:, 1] >= lo) & (ball_rows[:, 1] < hi)]
+            p = player_rows[(player_rows[:, 1] >= lo) & (player_rows[:, 1] < hi)]
+            active.process(as_events(b))
+            ab = ab_reader.new()
+            active_parts.append(np.array([[ev[k] for k in KEYS] for ev in ab], dtype=np.int64).reshape(-1, 13))
+            hits.process(merge(as_events(p), ab))
+            new_hits = hit_reader.new()
+            hit_list += new_hits
+            chunk_inter = []
+            while inter and inter[0]["ts"] < hi:
+                chunk_inter.append(inter.pop(0))
+            q_in = merge(chunk_inter, new_hits, ab)
+            player.process(q_in)
+            team.process(q_in)
+            shots.process(q_in)
+            lo = hi
+    sample = np.concatenate(samples)
     match = Match(folder, [], [], [], interruptions, active=np.concatenate(active_parts), sample=sample)
     match.outputs["BALLHITS"] = hit_list
     for comp in (player, team, shots):
