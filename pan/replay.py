@@ -37,7 +37,7 @@ from pan.workflow import Workflow
 log = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_S = 60.0
-QUIET_S = 3.0  # outputs unchanged this long after the data ended = done
+QUIET_S = 6.0  # outputs unchanged this long after the data ended = done (> the idle timeout)
 MAX_DRAIN_S = 120.0
 
 

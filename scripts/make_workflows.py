@@ -19,7 +19,7 @@ MS = 10**9  # ps
 
 #: Ordering settings of every DEBS component: each sensor stream is in ts order, so the
 #: slowest stream's progress (the watermark) orders exactly; K covers disorder inside a stream.
-ORDERING: dict[str, Any] = {"clock_mode": "watermark", "lambda": 1.0, "idle_timeout": 2.0}
+ORDERING: dict[str, Any] = {"clock_mode": "watermark", "lambda": 1.0, "idle_timeout": 5.0}
 
 TEAM_A = [p for p in PLAYERS if p.startswith("A")]
 TEAM_B = [p for p in PLAYERS if p.startswith("B")]
@@ -49,8 +49,8 @@ def full_game_workers(min_k_ms: int = 0) -> list[dict[str, Any]]:
          "params": {**ordering, "players": [*TEAM_B, "REFEREE"]}, "buffer_size": 100_000},
         {"name": "Running team A", "type": "running", "params": {**ordering, "players": TEAM_A}},
         {"name": "Running team B", "type": "running", "params": {**ordering, "players": TEAM_B}},
-        {"name": "Heat maps team A", "type": "heatmap", "params": {**ordering, "players": TEAM_A}, "buffer_size": 30},
-        {"name": "Heat maps team B", "type": "heatmap", "params": {**ordering, "players": TEAM_B}, "buffer_size": 30},
+        {"name": "Heat maps team A", "type": "heatmap", "params": {**ordering, "players": TEAM_A}, "buffer_size": 120},
+        {"name": "Heat maps team B", "type": "heatmap", "params": {**ordering, "players": TEAM_B}, "buffer_size": 120},
     ]
 
 

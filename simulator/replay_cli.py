@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--from", dest="from_ts", type=int, metavar="TS")
     p.add_argument("--to", dest="to_ts", type=int, metavar="TS")
     p.add_argument("--skip-halftime", action="store_true")
-    p.add_argument("--quiet-s", type=float, default=3.0, help="outputs quiet this long after the data = done")
+    p.add_argument("--quiet-s", type=float, default=6.0, help="outputs quiet this long after the data = done")
     p.set_defaults(handler=run)
 
 
