@@ -20,6 +20,7 @@ COMMAND_MODULES: list[str] = [
     "pan.commands.stats",  # stats delays
     "simulator.receiver_cli",  # receive
     "simulator.replay_cli",  # replay
+    "benchmarks.cli",  # bench fanout, redis, network
 ]
 
 

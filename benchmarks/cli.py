@@ -1,0 +1,26 @@
+"""`pan bench ...`: one subcommand per benchmark module.
+
+A benchmark module exposes ``HELP``, ``add_arguments(parser)`` and
+``run(args) -> int`` and keeps its top-level imports light (``pan`` imports
+this module on every start).  Adding a benchmark = one line in ``BENCHMARKS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHMARKS: dict[str, str] = {
+    "fanout": "benchmarks.fanout",
+    "redis": "benchmarks.redis_bench",
+}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bench = subparsers.add_parser("bench", help="run a benchmark and report (see docs/benchmarks.md)")
+    benches = bench.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    for name, module_name in BENCHMARKS.items():
+        module = importlib.import_module(module_name)
+        p = benches.add_parser(name, help=module.HELP, description=(module.__doc__ or "").split("\n\n")[0])
+        module.add_arguments(p)
+        p.set_defaults(handler=module.run)
