@@ -11,6 +11,7 @@ from pan.streams import InputStream, OutputStream, encode
 from pan.workflow import WorkerSpec
 
 REPEAT_BATCH = 1000
+END_OF_STREAM = 2**62  # a watermark beyond any ts: nothing more will come
 IDLE_WAIT_S = 1.0
 
 
@@ -28,12 +29,24 @@ class Forwarder(Component):
         spec = self.ctx.spec
         if spec.ingest_port is None:
             raise ValueError(f"forwarder '{spec.name}' needs an ingest_port")
-        self.ingest = IngestServer(spec.host, spec.ingest_port, set(spec.inter_pan_inputs), self._deliver)
+        self.ingest = IngestServer(
+            spec.host, spec.ingest_port, set(spec.inter_pan_inputs), self._deliver, self._streams_ended
+        )
         await self.ingest.start()
+
+    def _streams_ended(self, streams: set[str]) -> None:
+        """A sensor closed its connection cleanly: promise downstream that its stream is complete.
+
+        Ordering units then stop waiting for it, so the end of a replay is seen
+        from the data itself rather than from a wall-clock timeout.
+        """
+        for stream in streams:
+            self.ctx.outputs[stream].update_meta({"wm": END_OF_STREAM})
 
     def _deliver(self, batches: dict[str, list[Row]]) -> None:
         for stream, rows in batches.items():
             output = self.ctx.outputs[stream]
+            output.meta.pop("wm", None)  # the stream goes on after all
             start = output.next_index
             output.extend_encoded(
                 [

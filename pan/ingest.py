@@ -121,12 +121,20 @@ class LineParser:
 class IngestServer:
     """TCP listener that hands each received chunk's valid rows to ``deliver``."""
 
-    def __init__(self, host: str, port: int, expected: set[str], deliver: Deliver) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        expected: set[str],
+        deliver: Deliver,
+        on_end: Callable[[set[str]], None] | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.counters = IngestCounters()
         self.parser = LineParser(expected, self.counters)
         self._deliver = deliver
+        self._on_end = on_end
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
 
@@ -162,6 +170,8 @@ class IngestServer:
                 await writer.wait_closed()
 
     async def _consume(self, reader: asyncio.StreamReader) -> None:
+        """Read lines until EOF; a clean EOF ends the streams this connection carried."""
+        streams: set[str] = set()
         pending = b""
         skipping = False  # inside an oversized line: drop bytes up to the next newline
         while True:
@@ -170,6 +180,8 @@ class IngestServer:
                 if pending and not skipping:
                     self.counters.truncated += 1
                     self.parser.report("connection closed mid-line", pending)
+                if streams and self._on_end is not None:
+                    self._on_end(streams)
                 return
             data = pending + chunk
             if skipping:
@@ -184,9 +196,9 @@ class IngestServer:
                 self.counters.oversized += 1
                 self.parser.report(f"line longer than {MAX_LINE_BYTES} bytes", pending)
                 pending, skipping = b"", True
-            self._deliver_lines(lines)
+            streams.update(self._deliver_lines(lines))
 
-    def _deliver_lines(self, lines: list[bytes]) -> None:
+    def _deliver_lines(self, lines: list[bytes]) -> set[str]:
         batches: dict[str, list[Row]] = {}
         for line in lines:
             line = line.rstrip(b"\r")
@@ -197,6 +209,7 @@ class IngestServer:
                 batches.setdefault(parsed[0], []).append(parsed[1])
         if batches:
             self._deliver(batches)
+        return set(batches)
 
 
 async def send_lines(host: str, port: int, lines: list[bytes], *, timeout_s: float = 10.0) -> None:

@@ -535,6 +535,32 @@ class OrderingUnit:
         self._update_k()
         return self._advance_watermark()
 
+    def promise(self, stream: str, ts: int) -> Released:
+        """The producer of ``stream`` guarantees nothing older than ``ts`` will follow.
+
+        Lets a sparse stream (a few events a minute) move the watermark without
+        events of its own; ignored in max mode, where quiet streams do not block.
+        """
+        pos = self._pos.get(stream)
+        if pos is None:
+            raise ValueError(f"unknown input stream {stream!r}")
+        if not self._watermark:
+            return Released()
+        current = self._max_ts[pos]
+        if current is not None and ts <= current:
+            return Released()
+        self._max_ts[pos] = ts
+        self._stream_pushed[pos] += 1  # a promise is a sign of life, like an event
+        self._idle[pos] = False
+        return self._advance_watermark()
+
+    @property
+    def release_limit(self) -> int | None:
+        """Every event with ts up to this value has been released (None before the first clock)."""
+        if self._clk is None:
+            return None
+        return self._clk - self._k - self._watermark
+
     def _advance_watermark(self) -> Released:
         """Move clk to the minimum progress over streams that are not idle (unseen ones block)."""
         progress = [t for t, idle in zip(self._max_ts, self._idle, strict=True) if not idle]

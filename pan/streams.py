@@ -6,6 +6,7 @@ to any number of subscribers is a byte join rather than re-encoding.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,9 +29,17 @@ def encode(record: Tuple) -> bytes:
     return bytes(memoryview(orjson.dumps(record)))
 
 
+WM_POKE_INTERVAL_S = 0.02  # a moving watermark wakes long polls at most 50 times a second
+
+
 def _k_grew(old: dict[str, Any], new: dict[str, Any]) -> bool:
     k = new.get("k")
     return isinstance(k, int) and k > (old.get("k") or 0)
+
+
+def _wm_moved(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    wm = new.get("wm")
+    return isinstance(wm, int) and wm > (old.get("wm") or -(2**63))
 
 
 class OutputStream:
@@ -44,6 +53,7 @@ class OutputStream:
         self.served_tuples = 0
         self.requests = 0
         self._name_json = orjson.dumps(name)
+        self._wm_poked_at = 0.0
 
     @property
     def next_index(self) -> int:
@@ -74,10 +84,18 @@ class OutputStream:
         self.appended += len(encoded)
 
     def update_meta(self, meta: dict[str, Any]) -> None:
-        """Merge producer information; a grown K wakes long polls so the notice travels at once."""
+        """Merge producer information and wake long polls when downstream must hear it now.
+
+        A grown K must travel before the late events it announces; a moved
+        watermark (``wm``) lets downstream units advance past a quiet stream.
+        """
         grew = _k_grew(self.meta, meta)
+        moved = _wm_moved(self.meta, meta)
         self.meta.update(meta)
         if grew:
+            self.buffer.poke()
+        elif moved and time.monotonic() - self._wm_poked_at >= WM_POKE_INTERVAL_S:
+            self._wm_poked_at = time.monotonic()
             self.buffer.poke()
 
     def reset(self, meta: dict[str, Any]) -> None:
@@ -143,11 +161,13 @@ class InputStream:
         return self.upstream_last > self.buffer.last
 
     def set_meta(self, meta: dict[str, Any]) -> None:
-        """The upstream meta of the latest fetch; a grown K wakes this stream's readers."""
+        """The upstream meta of the latest fetch; a grown K or moved watermark wakes readers."""
         grew = _k_grew(self.meta, meta)
+        moved = _wm_moved(self.meta, meta)
         self.meta = meta
         if grew:
             self.buffer.poke()
+        if grew or moved:
             self._notify()
 
     def add(self, tuples: list[Tuple]) -> None:

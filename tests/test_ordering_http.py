@@ -203,3 +203,23 @@ async def test_sparse_upstream_stream_advances_the_watermark(
     # Without promises L would wait for SPARSE for a minute (idle_timeout); with them it follows A.
     await wait_until(lambda: released_up_to() >= 140 * PS_PER_MS, timeout_s=10)
     assert (await ordering_of(lower))["late"] == 0
+
+
+async def test_sensors_closing_their_connections_end_the_streams(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """The end of the data is seen from the data: no wall-clock flush is needed."""
+    from pan.ingest import send_lines
+
+    never_idle = {"clock_mode": "watermark", "idle_timeout": 60.0}
+    fwd = forwarder("F", ["SENSOR4", "SENSOR8"])
+    producer, merger = await workers.start(
+        make_workflow(repository.port, [fwd, ordered("M", "merge", ["SENSOR4", "SENSOR8"], output="X", **never_idle)])
+    )
+    rows = {sid: [f"{sid},{t},0,0,0,0,0,0,0,0,0,0,0".encode() for t in range(sid, 400, 10)] for sid in (4, 8)}
+    await send_lines("127.0.0.1", fwd["ingest_port"], rows[4])  # each call: one connection, closed at the end
+    await send_lines("127.0.0.1", fwd["ingest_port"], rows[8])
+    await wait_until(lambda: merger.outputs["X"].buffer.last == 79, timeout_s=10)
+    merged = [orjson.loads(b)["ts"] for b in merger.outputs["X"].buffer.read(-1, oldest=100).items]
+    assert merged == sorted(merged) and len(merged) == 80
+    assert producer.outputs["SENSOR4"].meta["wm"] >= 2**62
