@@ -4,7 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean java
+
+# Spark 4 needs Java 17 or newer: install it from Debian when it is missing and we may.
+java:
+	@if java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
+	else echo "Java 17+ is needed for the Spark jobs (e.g. apt-get install openjdk-17-jre-headless)"; exit 1; fi
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,10 +19,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) java
 	$(BIN)/pan demo
 
-test: $(STAMP)
+test: $(STAMP) java
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

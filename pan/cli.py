@@ -13,7 +13,8 @@ import sys
 
 COMMAND_MODULES: list[str] = [
     "pan.commands.runtime",  # repository, run, peer, subscribe, validate
-    "pan.commands.demo",  # demo
+    "pan.commands.demo_forwarding",  # demo-forwarding
+    "workers.demo_cli",  # demo
     "simulator.cli",  # generate
     "pan.commands.offline",  # split
     "simulator.simulate_cli",  # simulate

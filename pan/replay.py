@@ -134,20 +134,32 @@ async def replay(
     record_dir: Path,
     *,
     quiet_s: float = QUIET_S,
+    observer: Callable[[], Awaitable[None]] | None = None,
 ) -> ReplayResult:
-    """Run ``workflow``, record its outputs while ``feed()`` sends the input, stop when done."""
+    """Run ``workflow``, record its outputs while ``feed()`` sends the input, stop when done.
+
+    ``observer`` (e.g. a live summary) runs from the moment the workflow is up
+    until the recording ends, and is cancelled then.
+    """
     streams = output_streams(workflow)
     started = time.monotonic()
     run = await asyncio.create_subprocess_exec(sys.executable, "-m", "pan", "run", str(workflow_path))
     recorder = Recorder(workflow, streams, record_dir)
+    watching: asyncio.Task[None] | None = None
     try:
         await _wait_for_producers(workflow, streams)
         await recorder.start()
+        if observer is not None:
+            watching = asyncio.create_task(observer(), name="replay observer")
         feed_started = time.monotonic()
         summary = await feed()
         feed_s = time.monotonic() - feed_started
         await _wait_until_quiet(recorder, quiet_s)
     finally:
+        if watching is not None:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
         await recorder.stop()
         if run.returncode is None:
             run.send_signal(signal.SIGTERM)

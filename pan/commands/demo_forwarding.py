@@ -1,4 +1,4 @@
-"""`pan demo`: a forwarder and two repeaters fed with a built-in sample.
+"""`pan demo-forwarding`: a forwarder and two repeaters fed with a built-in sample.
 
 It starts the workflow with `pan run` (real processes), replays the sample
 rows into the forwarder's ingest port in event-time pace, and shows clients
@@ -30,7 +30,7 @@ PICOS_PER_SECOND = 10**12
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("demo", help="run the forwarding demo on a built-in sample")
+    p = subparsers.add_parser("demo-forwarding", help="a forwarder and two repeaters on a built-in sample")
     p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW))
     p.add_argument("--rows", default=str(DEFAULT_ROWS), help="DEBS CSV rows to replay")
     p.add_argument("--speedup", type=float, default=1.0, help="replay speed relative to event time")

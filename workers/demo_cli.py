@@ -1,0 +1,110 @@
+"""`pan demo`: a generated match, split with Spark, replayed into the full-game workflow.
+
+Prints a live summary while the match runs (possession, shots, top sprinters)
+and leaves every output stream recorded in a folder it names at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from pan.replay import replay
+from pan.split import split
+from pan.workflow import Workflow, load_workflow
+from simulator.match import generate
+from simulator.simulate import SimulateOptions, simulate
+from workers.debs import FIRST_HALF, PLAYERS, PS_PER_S
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_WORKFLOW = ROOT / "workflows" / "full_game_3_peers.json"
+SUMMARY_EVERY_S = 2.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("demo", help="generate a match and analyse it live with the full-game workflow")
+    p.add_argument("--minutes", type=float, default=2.0, help="minutes of play to generate (default 2)")
+    p.add_argument("--seed", type=int, default=2013)
+    p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW))
+    p.add_argument("--out", type=Path, default=ROOT / "demo-out", help="working folder (default ./demo-out)")
+    p.add_argument("--speedup", type=float, default=0.0, help="replay speed; 0 = as fast as possible")
+    p.set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    workflow = load_workflow(args.workflow)
+    game, split_dir, record = args.out / "game", args.out / "split", args.out / "streams"
+    print(f"1/3 generating {args.minutes} minutes of match (seed {args.seed}) into {game}", flush=True)
+    generate(game, args.minutes, args.seed)
+    print(f"2/3 splitting it per sensor with Spark into {split_dir}", flush=True)
+    split(game / "full-game", split_dir)
+    print(f"3/3 replaying it into '{workflow.name}'", flush=True)
+    options = SimulateOptions(workflow=workflow, data_dir=split_dir, speedup=args.speedup)
+
+    async def feed() -> Any:
+        return (await simulate(options)).as_dict()
+
+    result = asyncio.run(replay(Path(args.workflow), workflow, feed, record, observer=lambda: _live(workflow)))
+    print(summary_line(_final(record)))
+    print(f"\n{sum(result.streams.values())} output tuples on {len(result.streams)} streams recorded in {record}/")
+    print(f"(feed {result.feed_s:.1f} s, whole run {result.elapsed_s:.1f} s)")
+    return 0 if not result.missed else 1
+
+
+async def _latest(session: aiohttp.ClientSession, workflow: Workflow, stream: str) -> dict[str, Any] | None:
+    """The newest tuple of a stream, from whichever publisher the repository names."""
+    repo = workflow.repository
+    timeout = aiohttp.ClientTimeout(total=2)
+    with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError):
+        async with session.get(f"http://{repo.host}:{repo.port}/subscribe", params={"s": stream}, timeout=timeout) as r:
+            pub = orjson.loads(await r.read())
+        url = f"http://{pub['host']}:{pub['port']}/data"
+        async with session.get(url, params={"s": stream, "l": "1"}, timeout=timeout) as r:
+            tuples = orjson.loads(await r.read())["tuples"]
+        return tuples[0] if tuples else None
+    return None
+
+
+async def _live(workflow: Workflow) -> None:
+    async with aiohttp.ClientSession() as session:
+        while True:
+            await asyncio.sleep(SUMMARY_EVERY_S)
+            names = ["BP_wholeGame_A", "BP_wholeGame_B", "SHOTS", *(f"RUNAGG_wholeGame_{p}" for p in PLAYERS)]
+            latest = await asyncio.gather(*(_latest(session, workflow, s) for s in names))
+            print(summary_line(dict(zip(names, latest, strict=True))), flush=True)
+
+
+def _final(record: Path) -> dict[str, Any]:
+    latest: dict[str, Any] = {}
+    for path in record.glob("*.jsonl"):
+        lines = path.read_bytes().splitlines()
+        if lines and (path.stem.startswith(("BP_wholeGame_", "RUNAGG_wholeGame_")) or path.stem == "SHOTS"):
+            latest[path.stem] = orjson.loads(lines[-1])
+    return latest
+
+
+def summary_line(latest: dict[str, Any]) -> str:
+    """One line: game clock, possession shares, shots so far, the three longest sprinters."""
+    game_ts = max((t["ts"] for t in latest.values() if t), default=FIRST_HALF[0])
+    clock = max(0, (game_ts - FIRST_HALF[0]) // PS_PER_S)
+    share = {team: (latest.get(f"BP_wholeGame_{team}") or {}).get("time_percent") for team in "AB"}
+    possession = " ".join(f"{t} {v:.1f}%" if isinstance(v, float | int) else f"{t} -" for t, v in share.items())
+    shots = (latest.get("SHOTS") or {}).get("shot")
+    sprints = sorted(
+        ((t.get("sprint_distance", 0.0), p) for p in PLAYERS if (t := latest.get(f"RUNAGG_wholeGame_{p}"))),
+        reverse=True,
+    )[:3]
+    top = ", ".join(f"{p} {d:.0f} m" for d, p in sprints) or "-"
+    return (
+        f"[{time.strftime('%H:%M:%S')}] game {clock // 60:02d}:{clock % 60:02d} | possession {possession} | "
+        f"shots {shots if shots is not None else 0} | top sprinters {top}"
+    )
+
+
