@@ -30,7 +30,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 bench: $(STAMP)
+	command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q redis-server; } \
+		|| echo "redis-server missing: install it with 'sudo apt-get install -y redis-server' (pan bench redis will skip)"
+	command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q iproute2; } || true
 	$(BIN)/python benchmarks/runtime_bench.py --write docs/benchmarks.md
+	$(BIN)/pan bench fanout --write docs/benchmarks.md
+	$(BIN)/pan bench redis --write docs/benchmarks.md
+	$(BIN)/pan bench network --write docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

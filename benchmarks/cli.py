@@ -13,6 +13,7 @@ import importlib
 BENCHMARKS: dict[str, str] = {
     "fanout": "benchmarks.fanout",
     "redis": "benchmarks.redis_bench",
+    "network": "benchmarks.network",
 }
 
 

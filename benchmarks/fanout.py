@@ -65,6 +65,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(p)
     p.add_argument("--publishers", type=int_list, default=[1, 2, 3], help="comma list (default 1,2,3)")
+    p.add_argument("--section", default=SECTION, help=f"report section and plot name prefix (default {SECTION})")
 
 
 def apply_quick(args: argparse.Namespace) -> None:
@@ -283,6 +284,7 @@ def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
 async def run_fanout(args: argparse.Namespace) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "benchmark": "fanout",
+        "section": args.section,
         "date": common.utc_now(),
         "command": common.command_line(),
         "machine": common.machine(),
@@ -339,7 +341,7 @@ def render(summary: dict[str, Any]) -> str:
         ])
     t = summary["targets"]
     lines = [
-        "## Fan-out: N long-poll subscribers on SENSOR105 (issue 6)",
+        f"## Fan-out: N long-poll subscribers on SENSOR105 at {cfg['rate']:,.0f} tuples/s (issue 6)",
         "",
         f"Measured {summary['date']} with `{summary['command']}`.",
         "",
@@ -365,7 +367,7 @@ def render(summary: dict[str, Any]) -> str:
             rows,
         ),
         "",
-        "![delivered tuples/s](img/fanout_delivered.png) ![p99 delay](img/fanout_p99.png)",
+        f"![delivered tuples/s](img/{summary['section']}_delivered.png) ![p99 delay](img/{summary['section']}_p99.png)",
         "",
         "Targets: " + "; ".join(f"{k}: {v}" for k, v in t.items()) if t else "Targets: not evaluated (points missing).",
     ]
@@ -380,13 +382,13 @@ def plots(summary: dict[str, Any], img: Path) -> None:
         ]
         for pub in pubs
     }
-    common.line_plot(img / "fanout_delivered.png", "PAN fan-out: delivered tuples/s", "concurrent subscribers",
-                     "delivered tuples/s (all clients)", series, logx=True)
+    common.line_plot(img / f"{summary['section']}_delivered.png", "PAN fan-out: delivered tuples/s",
+                     "concurrent subscribers", "delivered tuples/s (all clients)", series, logx=True)
     series = {
         f"{pub} publisher(s)": [(p["clients"], p["p99_ms"]) for p in summary["points"] if p["publishers"] == pub]
         for pub in pubs
     }
-    common.line_plot(img / "fanout_p99.png", "PAN fan-out: p99 delivery delay", "concurrent subscribers",
+    common.line_plot(img / f"{summary['section']}_p99.png", "PAN fan-out: p99 delivery delay", "concurrent subscribers",
                      "p99 delay (ms)", series, logx=True, logy=True, hline=(P99_TARGET_MS, "target 100 ms"))
 
 
@@ -407,5 +409,5 @@ def run(args: argparse.Namespace) -> int:
         summary = asyncio.run(run_fanout(args))
     finally:
         common.kill_leftovers()
-    finish(summary, args, SECTION, render(summary), plots)
+    finish(summary, args, args.section, render(summary), plots)
     return 0

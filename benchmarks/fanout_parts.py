@@ -152,6 +152,7 @@ async def pan_subscriber(config: dict[str, Any], session: Any, rec: Recorder, re
     try:
         await sub.fetch()  # positions at the newest tuple
         ready.set()
+        await config["_go"].wait()  # nobody pulls before all processes are connected: a fast, fair start
         while True:
             fetch = await sub.fetch()
             if fetch.tuples:
@@ -164,6 +165,7 @@ async def pan_subscriber(config: dict[str, Any], session: Any, rec: Recorder, re
 async def redis_subscriber(config: dict[str, Any], client: Any, rec: Recorder, ready: asyncio.Event) -> None:
     last = config["start_id"]
     ready.set()
+    await config["_go"].wait()
     page, block = int(config["page"]), int(config["wait_ms"])
     loads = orjson.loads
     stop: asyncio.Event = config["_stop"]
@@ -180,7 +182,7 @@ async def run_clients(config: dict[str, Any]) -> None:
     import numpy as np
 
     n = int(config["n"])
-    config["_stop"] = asyncio.Event()
+    config["_stop"], config["_go"] = asyncio.Event(), asyncio.Event()
     recorders = [Recorder(int(config["epoch_ns"])) for _ in range(n)]
     readies = [asyncio.Event() for _ in range(n)]
     closer: Callable[[], Awaitable[None]]
@@ -217,6 +219,7 @@ async def run_clients(config: dict[str, Any]) -> None:
     print(orjson.dumps({"ready": n}).decode(), flush=True)
     window = orjson.loads(await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline))
     t0, t1 = int(window["t0_ns"]), int(window["t1_ns"])
+    config["_go"].set()  # every client process is connected by now: all start pulling together
     for rec in recorders:
         rec.t0, rec.t1 = t0, t1
     await asyncio.sleep(max(0.0, (t0 - time.time_ns()) / 1e9))
