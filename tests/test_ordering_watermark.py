@@ -109,3 +109,14 @@ def test_a_busy_stream_is_never_taken_for_an_idle_one() -> None:
         assert unit.tick(wall, busy=["B"]).events == []
     # B caught up and quiet for the idle timeout: nothing is on the way, everything goes out.
     assert [e["ts"] for e in unit.tick(6.0).events] == [0, 0, *range(1, 10)]
+
+
+def test_a_promise_moves_a_quiet_stream_without_events() -> None:
+    unit = OrderingUnit(WATERMARK, ["A", "SPARSE"])
+    unit.push("SPARSE", [{"ts": 5}])
+    assert unit.push("A", [{"ts": t} for t in range(0, 100, 10)]).events == [{"ts": 0}]
+    released = unit.promise("SPARSE", 60)  # its producer says: nothing older than 60 will come
+    assert [e["ts"] for e in released.events] == [5, 10, 20, 30, 40, 50]
+    assert unit.push("SPARSE", [{"ts": 65}]).events == [{"ts": 60}]
+    assert unit.late_count == 0
+    assert OrderingUnit(OrderingSettings(), ["A"]).promise("A", 10).events == []  # max mode: no effect
