@@ -576,6 +576,8 @@ class OrderingUnit:
         """Streams silent for ``idle_timeout`` (or never heard of) stop counting for the watermark."""
         changed = False
         for pos in range(len(self.streams)):
+            if self._max_ts[pos] is None and not self._pushed:
+                continue  # nothing arrived anywhere yet: no stream can be told quiet
             if self._stream_wall[pos] is None or self._stream_pushed[pos] != self._stream_seen[pos]:
                 self._stream_seen[pos], self._stream_wall[pos] = self._stream_pushed[pos], wall_now
             elif not self._idle[pos] and wall_now - self._stream_wall[pos] >= self.settings.idle_timeout:  # type: ignore[operator]

@@ -35,6 +35,7 @@ from simulator.sources import (
     Timeline,
     first_ts,
     interruption_lines,
+    last_ts,
     sensor_files,
 )
 from simulator.wtt import Address, WTTMaster, WTTSlaveTime
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 8192  # rows per write when catching up or unpaced
 PS_PER_S = 10**12
+HEARTBEAT_PS = 100 * 10**9  # INTERRUPTIONS heartbeats every 100 ms of event time
 UNPACED_SLICE_PS = 50 * 10**9  # unpaced sensors advance together in 50 ms slices of event time
 
 
@@ -475,7 +477,10 @@ async def simulate(opts: SimulateOptions) -> Summary:
 
     sources: dict[str, RowSource] = {s: RowSource.from_file(s, p, **filters) for s, p in files.items()}
     if feed_interruptions:
-        lines = interruption_lines(opts.data_dir / INTERRUPTIONS_FILE)
+        data_files = sensor_files(opts.data_dir)
+        span = (first_ts(opts.data_dir, data_files), last_ts(opts.data_dir, data_files))
+        beat = (span[0], span[1], HEARTBEAT_PS) if None not in span else None
+        lines = interruption_lines(opts.data_dir / INTERRUPTIONS_FILE, beat)  # type: ignore[arg-type]
         sources[INTERRUPTIONS_STREAM] = RowSource(INTERRUPTIONS_STREAM, iter([lines] if lines else []),
                                                   json_lines=True, **filters)
         if origin is None and lines:

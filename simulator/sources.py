@@ -9,6 +9,7 @@ moment.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -210,10 +211,46 @@ def first_ts(data_dir: Path, files: dict[str, Path]) -> int | None:
     return min(firsts) if firsts else None
 
 
-def interruption_lines(path: Path) -> list[bytes]:
-    """INTERRUPTIONS events as JSON lines, ordered by ts, from ``start_ts,end_ts`` rows."""
+def last_ts(data_dir: Path, files: dict[str, Path]) -> int | None:
+    """The latest ts of the whole folder (manifest, or each file's last line)."""
+    manifest = data_dir / "manifest.json"
+    if manifest.is_file():
+        with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError, KeyError):
+            sensors = orjson.loads(manifest.read_bytes()).get("sensors", {})
+            lasts = [s["last_ts"] for s in sensors.values() if isinstance(s.get("last_ts"), int)]
+            if lasts:
+                return max(lasts)
+    lasts = []
+    for path in files.values():
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - 4096))
+            for line in reversed(f.read().splitlines()):
+                with contextlib.suppress(ValueError, IndexError):
+                    lasts.append(int(line.split(b",", 2)[1]))
+                    break
+    return max(lasts) if lasts else None
+
+
+def interruption_lines(
+    path: Path | None, heartbeat: tuple[int, int, int] | None = None
+) -> list[bytes]:
+    """INTERRUPTIONS events as JSON lines, ordered by ts, from ``start_ts,end_ts`` rows.
+
+    ``heartbeat`` = (first ts, last ts, period): adds ``"event": "heartbeat"`` lines so
+    the stream keeps moving in event time. A sparse stream would otherwise leave
+    downstream ordering units unsure whether an interruption is still on its way.
+    """
     events: list[tuple[int, int, bytes]] = []
-    for number, raw in enumerate(path.read_text().splitlines()):
+    if heartbeat is not None:
+        first, last, period = heartbeat
+        for ts in range(first - first % period + period, last + 1, period):
+            line = orjson.dumps({"stream": INTERRUPTIONS_STREAM, "ts": ts, "event": "heartbeat"}) + b"\n"
+            events.append((ts, 2, line))
+    if path is None or not path.is_file():
+        path_rows: list[str] = []
+    else:
+        path_rows = path.read_text().splitlines()
+    for number, raw in enumerate(path_rows):
         parts = raw.strip().split(",")
         if not raw.strip() or (number == 0 and not parts[0].lstrip("-").isdigit()):
             continue  # header or blank

@@ -95,7 +95,7 @@ class Possession:
                     self.interrupted = True
                 elif event == "end":
                     self.interrupted = False
-                else:
+                elif event != "heartbeat":  # heartbeats only carry event-time progress
                     self.bad += 1
                 return None
             x, y = ev["x"], ev["y"]

@@ -139,7 +139,7 @@ class Shots(OrderedComponent):
                     self.on_hit(ev["ts"], ev["player"])
                 elif "event" in ev:
                     if ev["event"] == "begin":
-                        self.stop()
+                        self.end_shot()
                 else:
                     self.on_ball(ev)
             except (KeyError, TypeError, ValueError, ZeroDivisionError):
@@ -148,7 +148,7 @@ class Shots(OrderedComponent):
             self.output.extend(self.out)
             self.out = []
 
-    def stop(self) -> None:
+    def end_shot(self) -> None:
         self.candidate = None
         self.buffered = []
         self.current = None
@@ -157,7 +157,7 @@ class Shots(OrderedComponent):
         if player not in debs.PLAYER_SENSORS or type(ts) is not int:
             self.bad += 1
             return
-        self.stop()
+        self.end_shot()
         self.hits += 1
         self.candidate = (player, ts)
 
@@ -171,11 +171,11 @@ class Shots(OrderedComponent):
         if type(ts) is not int or check - check != 0:
             raise ValueError("not a finite ball row")
         if not (debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX):
-            self.stop()  # left the pitch: the exit row is not part of the shot
+            self.end_shot()  # left the pitch: the exit row is not part of the shot
             return
         if self.current is not None:
             if ts > self.until:
-                self.stop()
+                self.end_shot()
                 return
             self.emit(ts, row)
             return
