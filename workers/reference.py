@@ -107,9 +107,6 @@ def run_reference(spark: Any, data_dir: str | Path, out_dir: str | Path, *, wind
                   hm_windows: list[str] | None = None, grids: list[str] | None = None,
                   agg_period_ms: int = 20) -> dict[str, Any]:
     """Compute the player averages, Q1 and Q3 of a split folder into ``out_dir``; returns a summary."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
     started = time.monotonic()
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     windows = list(windows or WINDOWS)
@@ -124,6 +121,29 @@ def run_reference(spark: Any, data_dir: str | Path, out_dir: str | Path, *, wind
         raise FileNotFoundError(f"{data_dir}: no SENSOR<sid>.csv of a player or the referee")
     counts: dict[str, int] = {}
     seconds: dict[str, float] = {}
+    previous = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(spark, data_dir)))
+    try:
+        summary = _run(spark, rows, out_dir, windows, hm_windows, grids, agg_period_ms, counts, seconds)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", previous)
+    return {
+        "data": str(data_dir), "out": str(out_dir), "streams": len(streams), **summary,
+        "per_query_s": {k: round(v, 1) for k, v in seconds.items()},
+        "seconds": round(time.monotonic() - started, 1), "master": spark.sparkContext.master,
+    }
+
+
+def shuffle_partitions(spark: Any, data_dir: Path) -> int:
+    """About 64 MB of sensor CSV per shuffle partition, at least two per core: small inputs stay cheap."""
+    size = sum(f.stat().st_size for f in data_dir.glob("SENSOR*.csv"))
+    return max(2 * spark.sparkContext.defaultParallelism, min(400, size // (64 << 20) + 1))
+
+
+def _run(spark: Any, rows: Any, out_dir: Path, windows: list[str], hm_windows: list[str], grids: list[str],
+         agg_period_ms: int, counts: dict[str, int], seconds: dict[str, float]) -> dict[str, Any]:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     t = time.monotonic()
     pa = player_average(spark, rows, ENTITIES).persist(StorageLevel.MEMORY_AND_DISK)
@@ -131,11 +151,10 @@ def run_reference(spark: Any, data_dir: str | Path, out_dir: str | Path, *, wind
     seconds["player_average"] = time.monotonic() - t
 
     t = time.monotonic()
-    pt, pc = counted_parts(pa, list(PLAYERS))
-    pt, pc = pt.persist(StorageLevel.MEMORY_AND_DISK), pc.persist(StorageLevel.MEMORY_AND_DISK)
+    pt = counted_parts(pa, list(PLAYERS)).persist(StorageLevel.MEMORY_AND_DISK)
     run = run_current(pt).withColumn("stream", F.concat(F.lit("RUN_"), F.col("player")))
     counts |= write_sorted(run, out_dir, RUN_FIELDS)
-    agg = run_aggregates(spark, pt, pc, list(PLAYERS), windows, agg_period_ms)
+    agg = run_aggregates(spark, pt, list(PLAYERS), windows, agg_period_ms)
     agg = agg.select(
         F.concat(F.lit("RUNAGG_"), F.col("window"), F.lit("_"), F.col("player")).alias("stream"), "ts", "player",
         *(c for i, b in enumerate(BANDS) for c in (
@@ -158,10 +177,6 @@ def run_reference(spark: Any, data_dir: str | Path, out_dir: str | Path, *, wind
                                           ({"player": p, "n": 0, "cell": 0, "d": 0} for p in missing)))
     counts |= hm_counts
     seconds["q3"] = time.monotonic() - t
-    for df in (pa, pt, pc):
+    for df in (pa, pt):
         df.unpersist()
-    return {
-        "data": str(data_dir), "out": str(out_dir), "streams": len(streams),
-        "tuples": sum(counts.values()), "per_query_s": {k: round(v, 1) for k, v in seconds.items()},
-        "seconds": round(time.monotonic() - started, 1), "master": spark.sparkContext.master,
-    }
+    return {"tuples": sum(counts.values())}

@@ -47,39 +47,36 @@ def read_rows(spark: Any, data_dir: Path, sids: list[int]) -> Any:
     return df.where(ok & (F.col("v") >= 0) & (F.col("a") >= 0) & F.col("sid").isin(sids))
 
 
-def entity_map(spark: Any, entities: list[str]) -> Any:
-    """(player, sid) for every sensor of ``entities``."""
-    rows = [(p, sid) for p in entities for sid in ENTITY_SENSORS[p]]
-    return spark.createDataFrame(rows, "player string, sid long")
-
-
 def player_average(spark: Any, rows: Any, entities: list[str]) -> Any:
     """DataFrame (player, ts, x, y, z, v, a): the player_average tuples of ``entities``."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    sensors = F.broadcast(entity_map(spark, entities))
-    slot = F.expr(f"ts div {SLOT_PS}")
+    pairs = [(p, sid, k) for p in entities for k, sid in enumerate(ENTITY_SENSORS[p])]
+    sensors = F.broadcast(spark.createDataFrame(pairs, "player string, sid long, k int"))
+    width = max(len(ENTITY_SENSORS[p]) for p in entities)
     latest_in_slot = (
-        rows.withColumn("slot", slot)
+        rows.withColumn("slot", F.expr(f"ts div {SLOT_PS}"))
         .groupBy("sid", "slot")
-        .agg(F.max_by(F.struct(*("ts", *AVG_FIELDS)), F.struct("ts", "pos")).alias("row"))
+        .agg(F.max_by(F.struct("ts", *AVG_FIELDS), F.struct("ts", "pos")).alias("row"))
         .join(sensors, "sid")
     )
-    player_slots = latest_in_slot.select("player", "slot").distinct()
-    last_slot = player_slots.groupBy("player").agg(F.max("slot").alias("last_slot"))
-    grid = player_slots.join(last_slot, "player").where(F.col("slot") < F.col("last_slot")).join(sensors, "player")
-    w = Window.partitionBy("sid").orderBy("slot").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    # Per player in slot order, each sensor's latest row so far; the last row of a slot sees them all.
+    w = Window.partitionBy("player").orderBy("slot", "k")
+    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    latest = [F.last(F.when(F.col("k") == k, F.col("row")), ignorenulls=True).over(upto).alias(f"s{k}")
+              for k in range(width)]
     boundary = (F.col("slot") + 1) * SLOT_PS
-    asof = (
-        grid.join(latest_in_slot.select("sid", "slot", "row"), ["sid", "slot"], "left")
-        .withColumn("row", F.last("row", ignorenulls=True).over(w))
-        .where(F.col("row").isNotNull() & (F.col("row.ts") >= boundary - STALE_PS))
-    )
-    sums = [F.sum(f"row.{f}").alias(f) for f in AVG_FIELDS]
-    means = [(F.col(f).cast("double") / F.col("n").cast("double")).alias(f) for f in AVG_FIELDS]
+    fresh = [F.col(f"s{k}").isNotNull() & (F.col(f"s{k}.ts") >= boundary - STALE_PS) for k in range(width)]
+    n = sum((f.cast("long") for f in fresh), F.lit(0))
+    sums = {
+        f: sum((F.when(fresh[k], F.col(f"s{k}.{f}")).otherwise(F.lit(0)) for k in range(width)), F.lit(0))
+        for f in AVG_FIELDS
+    }
     return (
-        asof.groupBy("player", "slot")
-        .agg(F.count("*").alias("n"), *sums)
-        .select("player", ((F.col("slot") + 1) * SLOT_PS).alias("ts"), *means)
+        latest_in_slot.select("player", "slot", *latest, F.lead("slot").over(w).alias("next_slot"))
+        .where(F.col("next_slot").isNotNull() & (F.col("next_slot") != F.col("slot")))
+        .select("player", boundary.alias("ts"), n.alias("n"), *(sums[f].alias(f) for f in AVG_FIELDS))
+        .where(F.col("n") > 0)
+        .select("player", "ts", *((F.col(f).cast("double") / F.col("n").cast("double")).alias(f) for f in AVG_FIELDS))
     )

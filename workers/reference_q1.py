@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from workers.debs import PS_PER_MS, PS_PER_S, WINDOWS
-from workers.reference_time import GAME_SECONDS, intervals, parts, pieces
+from workers.reference_time import GAME_SECONDS, intervals, parts, piece_columns
 
 BANDS = ("standing", "trot", "low", "medium", "high", "sprint")
 LIMITS_KMH = (1.0, 11.0, 14.0, 17.0, 24.0)
@@ -41,15 +41,15 @@ def _ceil_div(col: str, q: int) -> Any:
     return F.expr(f"({col} + {q - 1}) div {q}")
 
 
-def counted_parts(samples: Any, players: list[str]) -> tuple[Any, Any]:
-    """(parts with band, nm; pieces with band, n, d, nm) for ``players``."""
+def counted_parts(samples: Any, players: list[str]) -> Any:
+    """Counted parts of ``players``: (player, lo, hi, offset, band, nm, pieces[(n, d, nm)])."""
     from pyspark.sql import functions as F
 
     from_players = samples.where(F.col("player").isin(players)).select("player", "ts", F.col("v").cast("double"))
     pt = parts(intervals(from_players, ["v"]).withColumn("band", band_column()))
-    pc = pieces(pt).withColumn("nm", F.floor(F.col("v") * F.col("d").cast("double") / F.lit(1e9)))
-    per_part = pc.groupBy("player", "lo").agg(F.sum("nm").alias("nm"))
-    return pt.join(per_part, ["player", "lo"]).select("player", "lo", "hi", "offset", "band", "nm"), pc
+    pt = pt.withColumn("pieces", piece_columns(F.col("v")))
+    nm = F.aggregate("pieces", F.lit(0).cast("long"), lambda acc, p: acc + p["nm"])
+    return pt.select("player", "lo", "hi", "offset", "band", nm.alias("nm"), "pieces")
 
 
 def run_current(pt: Any) -> Any:
@@ -62,16 +62,18 @@ def run_current(pt: Any) -> Any:
     new_seg = (
         F.lag("hi").over(w).isNull() | (F.lag("hi").over(w) != F.col("lo")) | (F.lag("band").over(w) != F.col("band"))
     )
-    seg = pt.withColumn("new", new_seg.cast("int")).withColumn("seg", F.sum("new").over(upto))
-    ws = Window.partitionBy("player", "seg").orderBy("lo").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     slot = _ceil_div("hi", SLOT_PS)
     names = F.element_at(F.array(*(F.lit(b) for b in BANDS)), F.col("band") + 1)
     distance = F.col("seg_nm").cast("double") / F.lit(1e9)
+    # Same window throughout (one sort): a segment's nm is the running nm minus the running nm before its start.
+    seg = pt.select("player", "lo", "hi", "band", "nm", new_seg.alias("new"), F.sum("nm").over(upto).alias("cum"),
+                    slot.alias("slot"), F.lag(slot).over(w).alias("prev_slot"))
     return (
-        seg.withColumn("seg_start", F.first("lo").over(ws))
-        .withColumn("seg_nm", F.sum("nm").over(ws))
-        .withColumn("slot", slot)
-        .withColumn("prev_slot", F.lag("slot").over(w))
+        seg.select(
+            "*", F.last(F.when(F.col("new"), F.col("lo")), ignorenulls=True).over(upto).alias("seg_start"),
+            (F.col("cum") - F.last(F.when(F.col("new"), F.col("cum") - F.col("nm")), ignorenulls=True).over(upto))
+            .alias("seg_nm"),
+        )
         .where(F.col("prev_slot").isNull() | (F.col("slot") > F.col("prev_slot")))
         .select(
             "player", F.col("hi").alias("ts"), F.col("seg_start").alias("ts_start"), F.col("hi").alias("ts_stop"),
@@ -91,11 +93,12 @@ def _band_sums(prefix: str, d: Any, nm: Any) -> list[Any]:
     return out
 
 
-def _cumulative_seconds(spark: Any, pc: Any, players: list[str]) -> Any:
+def _cumulative_seconds(spark: Any, pt: Any, players: list[str]) -> Any:
     """(player, m, bt0, bnm0, …): totals of all pieces in game seconds ``<= m``, for every m."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    pc = pt.select("player", "band", F.explode("pieces").alias("p")).select("player", "band", "p.*")
     per_second = pc.groupBy("player", "n").agg(*_band_sums("s", F.col("d"), F.col("nm")))
     dense = spark.range(0, GAME_SECONDS).withColumnRenamed("id", "n").crossJoin(
         spark.createDataFrame([(p,) for p in players], "player string")
@@ -108,7 +111,7 @@ def _cumulative_seconds(spark: Any, pc: Any, players: list[str]) -> Any:
     )
 
 
-def run_aggregates(spark: Any, pt: Any, pc: Any, players: list[str], windows: list[str],
+def run_aggregates(spark: Any, pt: Any, players: list[str], windows: list[str],
                    agg_period_ms: int = 20) -> Any:
     """RUNAGG tuples of every window: (window, player, ts, t0, nm0, …, t5, nm5) with ints."""
     from pyspark.sql import Window
@@ -123,25 +126,17 @@ def run_aggregates(spark: Any, pt: Any, pc: Any, players: list[str], windows: li
     ] + [F.sum(F.when(F.col("band") == i, F.col("nm")).otherwise(F.lit(0))).over(upto).alias(f"nm{i}")
          for i in range(len(BANDS))]
     slot = _ceil_div("hi", agg_period_ms * PS_PER_MS)
+    lengths = [(name, None if WINDOWS[name] is None else WINDOWS[name] // PS_PER_S) for name in windows]
+    chosen = F.broadcast(spark.createDataFrame(lengths, "window string, seconds long"))
     emissions = (
         pt.select("*", *running, slot.alias("slot"), _ceil_div("hi - offset", PS_PER_S).alias("current"))
         .withColumn("prev_slot", F.lag("slot").over(w))
         .where(F.col("prev_slot").isNull() | (F.col("slot") > F.col("prev_slot")))
         .select("player", F.col("hi").alias("ts"), "current", *cols)
-    ).cache()
-    cumulative = F.broadcast(_cumulative_seconds(spark, pc, players))
-    out = None
-    for name in windows:
-        length = WINDOWS[name]
-        if length is None:
-            df = emissions.select(F.lit(name).alias("window"), "player", "ts", *cols)
-        else:
-            seconds = length // PS_PER_S
-            df = emissions.withColumn("m", F.col("current") - seconds - 1).join(
-                cumulative, ["player", "m"], "left"
-            ).select(
-                F.lit(name).alias("window"), "player", "ts",
-                *((F.col(c) - F.coalesce(F.col(f"b{c}"), F.lit(0))).alias(c) for c in cols),
-            )
-        out = df if out is None else out.unionByName(df)
-    return out
+        .crossJoin(chosen)
+        .withColumn("m", F.col("current") - F.col("seconds") - 1)  # null for the whole game
+    )
+    cumulative = F.broadcast(_cumulative_seconds(spark, pt, players))
+    return emissions.join(cumulative, ["player", "m"], "left").select(
+        "window", "player", "ts", *((F.col(c) - F.coalesce(F.col(f"b{c}"), F.lit(0))).alias(c) for c in cols)
+    )

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from workers.debs import PS_PER_S, WINDOWS, X_MAX, X_MIN, Y_MAX, Y_MIN
-from workers.reference_time import GAME_SECONDS, L1, S1, S2, intervals, parts, pieces
+from workers.reference_time import GAME_SECONDS, L1, S1, S2, intervals, parts, piece_columns
 
 FINE_X, FINE_Y = 64, 100
 GRIDS: dict[str, tuple[int, int]] = {"8x13": (8, 13), "16x25": (16, 25), "32x50": (32, 50), "64x100": (64, 100)}
@@ -41,7 +41,8 @@ def cell_seconds(samples: Any, players: list[str]) -> Any:
     from pyspark.sql import functions as F
 
     from_players = samples.where(F.col("player").isin(players)).withColumn("cell", fine_cell_column())
-    pc = pieces(parts(intervals(from_players, ["cell"])))
+    pt = parts(intervals(from_players, ["cell"]))
+    pc = pt.select("player", "cell", F.explode(piece_columns()).alias("p")).select("player", "cell", "p.*")
     return pc.groupBy("player", "n", "cell").agg(F.sum("d").alias("d"))
 
 

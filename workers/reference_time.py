@@ -50,14 +50,24 @@ def parts(iv: Any) -> Any:
     )
 
 
-def pieces(pt: Any) -> Any:
-    """Parts cut at game seconds: adds n (game second) and d (ps of the piece)."""
+def piece_columns(value: Any | None = None) -> Any:
+    """The part's pieces as an array of 1 or 2 structs (n, d[, nm]): a part lasts at most 1 s.
+
+    ``nm = floor(value * d / 1e9)`` per piece when ``value`` (a double column) is given.
+    """
     from pyspark.sql import functions as F
 
     g, g_end = F.col("lo") - F.col("offset"), F.col("hi") - F.col("offset")
-    first = F.expr(f"(lo - offset) div {PS_PER_S}")
-    last = F.expr(f"(hi - offset - 1) div {PS_PER_S}")
-    n = F.col("n")
-    start = F.greatest(g, n * PS_PER_S)
-    end = F.least(g_end, (n + 1) * PS_PER_S)
-    return pt.withColumn("n", F.explode(F.sequence(first, last))).withColumn("d", end - start)
+    n0 = F.expr(f"(lo - offset) div {PS_PER_S}")
+    n1 = F.expr(f"(hi - offset - 1) div {PS_PER_S}")
+    cut = (n0 + 1) * PS_PER_S
+
+    def piece(n: Any, d: Any) -> Any:
+        fields = [n.alias("n"), d.alias("d")]
+        if value is not None:
+            fields.append(F.floor(value * d.cast("double") / F.lit(1e9)).alias("nm"))
+        return F.struct(*fields)
+
+    one = F.array(piece(n0, g_end - g))
+    two = F.array(piece(n0, cut - g), piece(n1, g_end - cut))
+    return F.when(n0 == n1, one).otherwise(two)
