@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, str] = {
     "fanout": "benchmarks.fanout",
     "redis": "benchmarks.redis_bench",
     "network": "benchmarks.network",
+    "query-delay": "benchmarks.query_delay",
 }
 
 

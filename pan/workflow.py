@@ -90,6 +90,21 @@ class Workflow:
         return None
 
 
+def on_free_ports(data: dict[str, Any]) -> dict[str, Any]:
+    """A workflow description moved to ports that are free on this machine (tests, benchmarks)."""
+    from pan.web import free_port
+
+    data = {**data, "repository": {**data.get("repository", {}), "port": free_port()}}
+    workers = []
+    for worker in data["workers"]:
+        worker = {**worker, "port": free_port()}
+        if "ingest_port" in worker:
+            worker["ingest_port"] = free_port()
+        workers.append(worker)
+    data["workers"] = workers
+    return data
+
+
 def load_workflow(path: str | Path) -> Workflow:
     source = str(path)
     try:

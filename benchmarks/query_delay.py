@@ -1,0 +1,172 @@
+"""`pan bench query-delay`: per-tuple query delay of the full-game workflow in real time.
+
+A generated match is replayed at speedup 1 (every sensor its own TCP
+connection, paced in event time) into a workflow started with `pan run`.
+Clients subscribe to a few output streams and note when each tuple arrives.
+
+Query delay of a tuple = its receive time at the client minus the send time
+of the sensor row it answers (as in the seed thesis, §5.2.2): for a raw
+sensor stream the row with the same ``ts``; for a derived stream at event
+time T, the newest sensor row with ``ts <= T`` (the input that completed T).
+Both clocks are this machine's wall clock (``time.time_ns``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks import common
+
+HELP = "query delay per stream (SENSOR105, B2, BP_wholeGame_A, a heat map, SHOTS) replaying in real time"
+SECTION = "query-delay-bench"
+ROOT = Path(__file__).resolve().parents[1]
+STREAMS = ["SENSOR105", "B2", "BP_wholeGame_A", "HM_1min_16x25_A2", "SHOTS"]
+TARGETS_MS = {"SENSOR105": 10.0, "B2": 20.0, "BP_wholeGame_A": 50.0}
+SEED_REPORTED_MS = {"SENSOR105": "61", "B2": "90-124", "BP_wholeGame_A": "906"}
+PS = 10**12
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workflow", default=str(ROOT / "workflows" / "full_game_3_peers.json"))
+    p.add_argument("--minutes", type=float, default=1.0, help="minutes of match to replay in real time")
+    p.add_argument("--data", type=Path, help="a `pan split` folder to use instead of generating one")
+    p.add_argument("--quick", action="store_true", help="20 s of match, no Spark: finishes in under a minute")
+    p.add_argument("--write", type=Path, help="update this markdown report (e.g. docs/benchmarks.md)")
+
+
+def prepare_data(args: argparse.Namespace, work: Path) -> Path:
+    """A split folder: given, or generated (split by Spark, or by a plain splitter with --quick)."""
+    if args.data is not None:
+        return Path(args.data)
+    from simulator.match import generate
+
+    minutes = 20 / 60 if args.quick else args.minutes
+    generate(work / "game", minutes, seed=2013)
+    if args.quick:
+        return plain_split(work / "game", work / "split")
+    from pan.split import split
+
+    split(work / "game" / "full-game", work / "split")
+    return work / "split"
+
+
+def plain_split(game: Path, out: Path) -> Path:
+    """One file per sensor, sorted by ts, without Spark (for --quick only)."""
+    rows: dict[bytes, list[tuple[int, bytes]]] = {}
+    for line in (game / "full-game").read_bytes().splitlines():
+        sid, ts, _ = line.split(b",", 2)
+        rows.setdefault(sid, []).append((int(ts), line))
+    out.mkdir(parents=True, exist_ok=True)
+    for sid, lines in rows.items():
+        lines.sort()
+        (out / f"SENSOR{sid.decode()}.csv").write_bytes(b"\n".join(line for _, line in lines) + b"\n")
+    (out / "interruptions.csv").write_bytes((game / "interruptions.csv").read_bytes())
+    return out
+
+
+async def measure(workflow_path: Path, data: Path, work: Path) -> dict[str, list[float]]:
+    from pan.client import StreamSubscriber
+    from pan.replay import replay
+    from pan.workflow import load_workflow
+    from simulator.simulate import SimulateOptions, simulate
+
+    workflow = load_workflow(workflow_path)
+    received: dict[str, list[tuple[int, int]]] = {s: [] for s in STREAMS}
+
+    async def watch(stream: str) -> None:
+        async with StreamSubscriber(stream, workflow.repository.address, max_wait_ms=1000) as sub:
+            async for batch in sub.batches():
+                now = time.time_ns()
+                received[stream].extend((t["ts"], now) for t in batch)
+
+    async def observe() -> None:
+        await asyncio.gather(*(watch(s) for s in STREAMS))
+
+    send_log = work / "send.csv"
+    options = SimulateOptions(workflow=workflow, data_dir=data, speedup=1.0, send_log=send_log)
+
+    async def feed() -> Any:
+        return (await simulate(options)).as_dict()
+
+    await replay(workflow_path, workflow, feed, work / "record", observer=observe)
+    return delays(send_log, received)
+
+
+def delays(send_log: Path, received: dict[str, list[tuple[int, int]]]) -> dict[str, list[float]]:
+    """Milliseconds per received tuple, by the matching rule in the module docstring."""
+    per_stream: dict[str, dict[int, int]] = {}
+    all_ts: list[int] = []
+    all_sent: list[int] = []
+    for line in send_log.read_text().splitlines()[1:]:
+        stream, ts, sent = line.split(",")
+        if stream.startswith("SENSOR"):
+            per_stream.setdefault(stream, {})[int(ts)] = int(sent)
+            all_ts.append(int(ts))
+            all_sent.append(int(sent))
+    order = np.argsort(all_ts, kind="stable")
+    ts_sorted = np.asarray(all_ts, dtype=np.int64)[order]
+    sent_sorted = np.asarray(all_sent, dtype=np.int64)[order]
+    newest_sent = np.maximum.accumulate(sent_sorted)  # rows with ts <= T: the last one sent
+    out: dict[str, list[float]] = {}
+    for stream, tuples in received.items():
+        values = []
+        for ts, recv in tuples:
+            if stream in per_stream:
+                sent = per_stream[stream].get(ts)
+            else:
+                k = int(np.searchsorted(ts_sorted, ts, side="right")) - 1
+                sent = int(newest_sent[k]) if k >= 0 else None
+            if sent is not None:
+                values.append((recv - sent) / 1e6)
+        out[stream] = values
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from pan.workflow import on_free_ports
+
+    machine = common.machine()
+    with tempfile.TemporaryDirectory(prefix="pan-qdelay-") as tmp:
+        work = Path(tmp)
+        data = prepare_data(args, work)
+        workflow = work / "workflow.json"
+        workflow.write_text(json.dumps(on_free_ports(json.loads(Path(args.workflow).read_text()))))
+        measured = asyncio.run(measure(workflow, data, work))
+    summary = {stream: common.summarize_ms(values) for stream, values in measured.items()}
+    print(json.dumps(summary, indent=1))
+    if args.write:
+        common.write_section(args.write, SECTION, report(summary, machine, args))
+    return 0
+
+
+def report(summary: dict[str, dict[str, Any]], machine: dict[str, Any], args: argparse.Namespace) -> str:
+    rows = []
+    for stream, s in summary.items():
+        target = TARGETS_MS.get(stream)
+        met = "-" if target is None or s["p50_ms"] is None else ("yes" if s["p50_ms"] <= target else "**no**")
+        rows.append([f"`{stream}`", s["count"], common.fmt(s["p50_ms"]), common.fmt(s["p90_ms"]),
+                     common.fmt(s["p99_ms"]), common.fmt(s["max_ms"]),
+                     common.fmt(target) if target else "-", met, SEED_REPORTED_MS.get(stream, "-")])
+    table = common.markdown_table(
+        ["stream", "tuples", "p50 ms", "p90 ms", "p99 ms", "max ms", "target p50", "met", "seed (14 peers)"], rows
+    )
+    return "\n".join([
+        "## Query delay (issues 5 and 6)",
+        "",
+        f"{common.utc_now()}. {common.machine_line(machine, list(os.getloadavg()))}",
+        f"Command: `{common.command_line()}`; workflow `{Path(args.workflow).name}`, real-time replay "
+        f"({'20 s' if args.quick else f'{args.minutes} min'} of a generated match), all peers on this machine.",
+        "Delay = client receive time - send time of the sensor row the tuple answers (module docstring of "
+        "`benchmarks/query_delay.py`).",
+        "",
+        table,
+    ])
