@@ -1,0 +1,195 @@
+"""Spark batch reference (`pan reference`): hand-made exact cases, and equality with the streaming components.
+
+The comparison runs the streaming player_average, running and heatmap offline
+(tests/harness.py) on a generated match and checks every recorded tuple against
+the batch output: ints exactly, floats within 1e-9 relative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from pan.cli import main
+from pan.spark import SparkUnavailable, get_session
+from tests.harness import output_tuples
+from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S
+
+S1 = FIRST_HALF[0]
+SLOT = 20 * PS_PER_MS
+ROW_PS = 5 * PS_PER_MS  # 200 Hz
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    try:
+        session = get_session(app_name="pan-test-reference", config={"spark.sql.shuffle.partitions": "4"})
+    except SparkUnavailable as exc:  # pragma: no cover - the project's setup installs Java
+        pytest.skip(str(exc))
+    yield session
+
+
+def read_stream(folder: Path, stream: str) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (folder / f"{stream}.jsonl").read_bytes().splitlines()]
+
+
+def sensor_rows(sid: int, start: int, stop: int, x: int, y: int, v: int) -> list[str]:
+    return [f"{sid},{ts},{x},{y},0,{v},0,10000,0,0,0,0,0" for ts in range(start, stop, ROW_PS)]
+
+
+# A2 (sensors 47, 16) runs at 2.5 m/s (9 km/h, trot) for 3 s inside the first half.
+RUN_START = S1 + 10 * PS_PER_S
+RUN_STOP = RUN_START + 3 * PS_PER_S
+V = 2_500_000
+# B3 (sensors 65, 66) stands at (1000, 0) from 2 s before kick-off to 3.3 s after; sensor 66 stood at
+# (3000, 0) and stopped 1.1 s before kick-off, so it leaves the average before play starts.
+STAND_START, STAND_STOP = S1 - 2 * PS_PER_S, S1 + 3300 * PS_PER_MS
+SIXTY_SIX_STOP = S1 - 1100 * PS_PER_MS
+
+
+@pytest.fixture(scope="module")
+def hand_made(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from workers.reference import run_reference
+
+    data = tmp_path_factory.mktemp("hand-split")
+    files = {
+        47: sensor_rows(47, RUN_START, RUN_STOP, 20000, 0, V),
+        16: sensor_rows(16, RUN_START + PS_PER_MS, RUN_STOP, 20000, 0, V),
+        65: sensor_rows(65, STAND_START, STAND_STOP, 1000, 0, 0),
+        66: sensor_rows(66, STAND_START, SIXTY_SIX_STOP, 3000, 0, 0),
+    }
+    for sid, rows in files.items():
+        (data / f"SENSOR{sid}.csv").write_text("".join(r + "\n" for r in rows))
+    (data / "interruptions.csv").write_text("start_ts,end_ts\n")
+    out = tmp_path_factory.mktemp("hand-ref")
+    run_reference(spark, data, out)
+    return out
+
+
+def test_constant_speed_gives_exact_running_analysis(hand_made: Path) -> None:
+    first = (RUN_START // SLOT + 1) * SLOT  # first player_average boundary
+    last = ((RUN_STOP - ROW_PS) // SLOT) * SLOT  # the last slot is never emitted
+    slots = (last - first) // SLOT
+    # 2.5 m/s over a 20 ms slot is exactly 0.05 m; a slot cut at a game second (kick-off is not on
+    # the 20 ms grid) loses 1 nm to the floor of each of its two pieces' distances.
+    cuts = sum(1 for n in range(1, 20) if first < S1 + n * PS_PER_S < last)
+    assert cuts == 2
+    nm = slots * 50_000_000 - cuts
+    average = read_stream(hand_made, "A2")
+    assert [t["ts"] for t in average] == list(range(first, last + 1, SLOT))
+    assert [t["i"] for t in average] == list(range(len(average)))
+    assert all((t["x"], t["y"], t["v"]) == (20000.0, 0.0, float(V)) for t in average)
+    run = read_stream(hand_made, "RUN_A2")
+    assert len(run) == slots and {t["intensity"] for t in run} == {"trot"}
+    assert run[-1] == {
+        "i": slots - 1, "ts": last, "ts_start": first, "ts_stop": last, "player": "A2", "intensity": "trot",
+        "distance": nm / 1e9, "speed": nm / 1e9 * 3.6e12 / (last - first),
+    }
+    assert run[-1]["speed"] == pytest.approx(9.0, rel=1e-6)
+    for window in ("1min", "5min", "10min", "20min", "wholeGame"):
+        agg = read_stream(hand_made, f"RUNAGG_{window}_A2")
+        assert len(agg) == slots
+        assert agg[-1]["trot_time_ps"] == last - first and agg[-1]["trot_distance"] == nm / 1e9
+        assert all(agg[-1][f"{b}_time_ps"] == 0 for b in ("standing", "low", "medium", "high", "sprint"))
+    assert read_stream(hand_made, "RUN_A1") == []
+    assert read_stream(hand_made, "RUNAGG_1min_B3")[-1]["standing_time_ps"] > 3 * PS_PER_S  # B3 stands
+
+
+def test_standing_in_one_cell_gives_exact_heat_maps(hand_made: Path) -> None:
+    average = read_stream(hand_made, "B3")
+    assert {t["x"] for t in average if t["ts"] <= SIXTY_SIX_STOP + PS_PER_S} == {2000.0}
+    assert {t["x"] for t in average if t["ts"] > SIXTY_SIX_STOP + PS_PER_S} == {1000.0}
+    # (1000, 0) mm is fine cell (1, 49); coarse cells hold the fine cell's centre.
+    cell = {"64x100": 1 * 100 + 49, "32x50": 0 * 50 + 24, "16x25": 0 * 25 + 12, "8x13": 0 * 13 + 6}
+    size = {"64x100": 6400, "32x50": 1600, "16x25": 400, "8x13": 104}
+    for window in ("1min", "5min", "10min", "wholeGame"):
+        for grid, c in cell.items():
+            tuples = read_stream(hand_made, f"HM_{window}_{grid}_B3")
+            heads = [(t["i"], t["ts"], t["player"]) for t in tuples]
+            assert heads == [(n - 1, S1 + n * PS_PER_S, "B3") for n in (1, 2, 3)]
+            expected = [0.0] * size[grid]
+            expected[c] = 100.0
+            assert all(t["cells"] == expected for t in tuples), (window, grid)
+    assert read_stream(hand_made, "HM_1min_8x13_A1") == []
+    # A2 ran at x = 20000 mm, y = 0 from game second 10 on: boundaries 1..10 are all zeros, then one cell.
+    a2 = read_stream(hand_made, "HM_wholeGame_64x100_A2")
+    assert [t["ts"] for t in a2] == [S1 + n * PS_PER_S for n in range(1, 13)]
+    assert all(not any(t["cells"]) for t in a2[:10]) and a2[11]["cells"][24 * 100 + 49] == 100.0
+
+
+# --- equality with the streaming components on a generated match -----------------------------------
+
+def close(a: Any, b: Any) -> bool:
+    """Ints and strings exactly; floats within 1e-9 relative (lists element by element)."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is float and type(b) is float:
+        return a == b or abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+    return type(a) is type(b) and a == b
+
+
+def streaming_outputs(full_game: Path) -> dict[str, list[dict[str, Any]]]:
+    """player_average over every sensor row, then running and heatmap over its outputs (offline)."""
+    from tests.harness import build_component
+    from tests.match_feed import (
+        OFFLINE,
+        as_events,
+        feed_in_chunks,
+        merged,
+        player_rows,
+        player_stream_of,
+        sensor_stream_of,
+    )
+
+    average = build_component("player_average", dict(OFFLINE), buffer_size=2_000_000)
+    feed_in_chunks(average, as_events(player_rows(full_game)), sensor_stream_of, PS_PER_S)
+    out = {name: output_tuples(average, name) for name in average.ctx.outputs}
+    samples = merged(out, list(PLAYERS))
+    for type_name in ("running", "heatmap"):
+        comp = build_component(type_name, dict(OFFLINE), buffer_size=2_000_000 if type_name == "running" else 20_000)
+        feed_in_chunks(comp, samples, player_stream_of, PS_PER_S)
+        out.update({name: output_tuples(comp, name) for name in comp.ctx.outputs})
+    return {name: tuples for name, tuples in out.items() if not name.endswith("_late")}
+
+
+def compare(streaming: dict[str, list[dict[str, Any]]], reference: Path) -> dict[str, int]:
+    """Tuple-by-tuple comparison; fails at the first difference with stream, index and field."""
+    files = {p.stem for p in reference.glob("*.jsonl")}
+    assert files == set(streaming), (sorted(files ^ set(streaming))[:10])
+    stats = {"streams": 0, "tuples": 0, "identical": 0}
+    for name, expected in streaming.items():
+        got = read_stream(reference, name)
+        assert len(got) == len(expected), (name, len(expected), len(got))
+        for s, r in zip(expected, got, strict=True):
+            if s != r:
+                assert list(s) == list(r), (name, s["i"], list(s), list(r))
+                bad = [(k, s[k], r[k]) for k in s if not close(s[k], r[k])]
+                assert not bad, (name, s["i"], [b if not isinstance(b[1], list) else b[0] for b in bad])
+            else:
+                stats["identical"] += 1
+            stats["tuples"] += 1
+        stats["streams"] += 1
+    return stats
+
+
+@pytest.mark.slow
+def test_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
+    from pan.split import split
+    from workers.reference import run_reference
+
+    assert main(["generate", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
+    split(tmp_path / "gen" / "full-game", tmp_path / "split")
+    summary = run_reference(spark, tmp_path / "split", tmp_path / "ref")
+    stats = compare(streaming_outputs(tmp_path / "gen" / "full-game"), tmp_path / "ref")
+    assert stats["streams"] == 17 + 16 * 6 + 16 * 16
+    assert stats["tuples"] == summary["tuples"] > 300_000
+    print(stats)
+
+
+def test_close_is_strict_about_types_and_tolerance() -> None:
+    assert close(1.0, 1.0 + 1e-12) and close([0.0, 2.0], [0.0, 2.0]) and close("A1", "A1")
+    assert not close(1.0, 1.0 + 1e-8) and not close(1, 1.0) and not close([1.0], [1.0, 0.0])
