@@ -156,6 +156,7 @@ def render(summary: dict[str, Any]) -> str:
                 common.fmt(p["p99_ms"]), common.fmt(r["p99_ms"]),
                 f"{ratio['p99']:.2f}" if ratio["p99"] is not None else "-",
                 f"{p['server_cpu']:.0%} / {r['server_cpu']:.0%}", f"{p['client_cpu']:.0%} / {r['client_cpu']:.0%}",
+                f"{p['clients_without_tuples']} / {r['clients_without_tuples']}",
             ])
     met = [point[f"ratio_pan{pub}"]["delivered_target_met"] for point in summary["points"] for pub in cfg["publishers"]]
     lines = [
@@ -173,19 +174,38 @@ def render(summary: dict[str, Any]) -> str:
         f"(PAN: `StreamSubscriber` long polls n={cfg['page']} w=1000; Redis: redis-py asyncio `XREAD BLOCK 1000 "
         f"COUNT {cfg['page']}` from the last id; every tuple parsed with orjson in both). PAN ring buffer and Redis "
         f"`MAXLEN ~` are both {cfg['buffer']:,}. Window {cfg['seconds']} s after {cfg['warmup']} s warm-up. "
-        "redis-py runs without hiredis (not a project dependency), i.e. with its pure-Python RESP parser.",
+        "redis-py runs without hiredis (not a project dependency), i.e. with its pure-Python RESP parser. "
+        "CPU = CPU-seconds per second of the servers (PAN: `pan run` and children; Redis: redis-server) and of "
+        "the client processes; a client figure above 100% per process means its event loop was blocked past "
+        "the window (the clients were overloaded).",
         "",
         common.markdown_table(
             ["Clients", "PAN publishers", "PAN tuples/s", "Redis tuples/s", "PAN ÷ Redis", "PAN p99 ms",
-             "Redis p99 ms", "p99 PAN ÷ Redis", "Server CPU PAN / Redis", "Client CPU PAN / Redis"],
+             "Redis p99 ms", "p99 PAN ÷ Redis", "Server CPU PAN / Redis", "Client CPU PAN / Redis",
+             "Clients without tuples PAN / Redis"],
             rows,
         ),
         "",
         "![PAN vs Redis](img/redis_vs_pan.png)",
         "",
         f"Target PAN ≥ {RATIO_TARGET}x Redis in delivered tuples/s: met in {sum(met)} of {len(met)} points.",
+        "",
+        bottleneck_note(summary),
     ]
     return "\n".join(lines)
+
+
+def bottleneck_note(summary: dict[str, Any]) -> str:
+    """Which side limited Redis: redis-server's CPU next to the clients'."""
+    server = [pt["redis"]["server_cpu"] for pt in summary["points"]]
+    client = [pt["redis"]["client_cpu"] for pt in summary["points"]]
+    if not server:
+        return ""
+    return (f"redis-server used {min(server):.0%}-{max(server):.0%} of a core while the Redis client processes "
+            f"used {min(client):.0%}-{max(client):.0%}: the Redis figures are bound by the client side "
+            "(redis-py with its pure-Python RESP parser), not by redis-server. Both systems share the same "
+            "2 loaded cores, so neither "
+            "ratio is a statement about the servers alone.")
 
 
 def plots(summary: dict[str, Any], img: Path) -> None:
