@@ -72,12 +72,14 @@ def test_network_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch, capsys:
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_network_quick_in_namespaces() -> None:
-    summary = bench("network", "--quick", "--latencies", "0", timeout=300)
+    summary = bench("network", "--quick", timeout=300)
     if "skipped" in summary:
         pytest.skip(summary["skipped"])
-    [phase] = summary["phases"]
-    assert set(phase["paths"]) == set(network.PATHS)
-    assert all(d["count"] > 0 and d["p50_ms"] is not None for d in phase["paths"].values())
+    assert [phase["latency_ms"] for phase in summary["phases"]] == [0, 20]
+    for phase in summary["phases"]:
+        assert set(phase["paths"]) == set(network.PATHS)
+        assert all(d["count"] > 0 and d["p50_ms"] is not None for d in phase["paths"].values())
+    assert set(summary["fit"]) == set(network.PATHS)
 
 
 def test_write_section_replaces_only_its_own(tmp_path: Path) -> None:
