@@ -70,6 +70,9 @@ class PlayerAverage(OrderedComponent):
 
     type_name = "player_average"
     own_params = ("players",)
+    # A slot's tuple (ts = its end B) goes out when the player's next row arrives, i.e. up to one
+    # sample gap after B. The output watermark must not promise past that (docs/ordering.md).
+    max_backdate_ps = 100 * PS_PER_MS
 
     @classmethod
     def players(cls, spec: WorkerSpec) -> list[str]:
