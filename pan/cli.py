@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name != module_name:
+            if exc.name is None or not module_name.startswith(exc.name):
                 raise
             logging.getLogger(__name__).warning("command module %s is missing; its commands are off", module_name)
             continue

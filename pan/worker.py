@@ -46,6 +46,7 @@ DEFAULT_PAGE = 10_000  # when neither l nor n is given
 MAX_WAIT_MS = 60_000
 MAX_INDEX = 2**63 - 1
 PULL_WAIT_MS = 1000
+PULL_PAGE = 10_000  # a worker (e.g. a repeater) must drain a fast stream in few round trips
 REPOSITORY_TIMEOUT_S = 2.0
 
 
@@ -178,6 +179,7 @@ class Worker:
             start="earliest",
             reset="earliest",
             max_wait_ms=PULL_WAIT_MS,
+            page_size=PULL_PAGE,
             below_level=self.level if self.rep else None,
             exclude=(self.endpoint,),
             session=self._session,
