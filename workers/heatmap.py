@@ -23,17 +23,16 @@ from collections import deque
 from typing import Any
 
 from pan.component import ComponentContext, register
-from pan.ordered import OrderedComponent
 from pan.streams import OutputStream, Tuple
 from pan.workflow import WorkerSpec
-from workers.debs import PLAYERS, PS_PER_S, REFEREE, WINDOWS, X_MAX, X_MIN, Y_MAX, Y_MIN
+from workers.debs import PLAYERS, PS_PER_S, WINDOWS, X_MAX, X_MIN, Y_MAX, Y_MIN
 from workers.gametime import GAME_SECONDS, MAX_GAP_PS, pieces, ts_of_game
-from workers.players import check_inputs_match, selected_players
+from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players
 
 FINE_X, FINE_Y = 64, 100
 GRIDS: dict[str, tuple[int, int]] = {"8x13": (8, 13), "16x25": (16, 25), "32x50": (32, 50), "64x100": (64, 100)}
 HM_WINDOWS = ("1min", "5min", "10min", "wholeGame")
-ALLOWED = (*PLAYERS, REFEREE)
+
 X_SPAN = X_MAX - X_MIN
 Y_SPAN = Y_MAX - Y_MIN
 
@@ -107,19 +106,11 @@ class _Player:
 
 
 @register
-class HeatMap(OrderedComponent):
+class HeatMap(PlayerStreamsComponent):
     """Player samples -> ``HM_<window>_<nx>x<ny>_<player>`` once per game second."""
 
     type_name = "heatmap"
     own_params = ("players", "windows", "grids")
-
-    @classmethod
-    def players(cls, spec: WorkerSpec) -> list[str]:
-        return selected_players(spec, ALLOWED, PLAYERS)[0]
-
-    @classmethod
-    def input_names(cls, spec: WorkerSpec) -> list[str]:
-        return cls.players(spec)
 
     @classmethod
     def main_outputs(cls, spec: WorkerSpec) -> list[str]:
@@ -129,7 +120,7 @@ class HeatMap(OrderedComponent):
 
     @classmethod
     def check_own_params(cls, spec: WorkerSpec) -> list[str]:
-        problems = selected_players(spec, ALLOWED, PLAYERS)[1]
+        problems = selected_players(spec, cls.ALLOWED, PLAYERS)[1]
         problems += _subset(spec, "windows", HM_WINDOWS)[1] + _subset(spec, "grids", tuple(GRIDS))[1]
         return problems + check_inputs_match(spec, cls.input_names(spec))
 

@@ -172,3 +172,19 @@ class PlayerAverage(OrderedComponent):
             **super().counters(),
             "rows": self.rows, "bad": self.bad, "foreign": self.foreign, "stale": self.stale, "emitted": self.emitted,
         }
+
+
+class PlayerStreamsComponent(OrderedComponent):
+    """Base of the components fed by ``player_average`` streams: ``params.players`` picks them."""
+
+    #: Who may be selected; A1..B8 by default, the referee too.
+    ALLOWED: tuple[str, ...] = (*PLAYERS, REFEREE)
+
+    @classmethod
+    def players(cls, spec: WorkerSpec) -> list[str]:
+        return selected_players(spec, cls.ALLOWED, PLAYERS)[0]
+
+    @classmethod
+    def input_names(cls, spec: WorkerSpec) -> list[str]:
+        return cls.players(spec)
+

@@ -24,18 +24,17 @@ from collections import deque
 from typing import Any
 
 from pan.component import ComponentContext, register
-from pan.ordered import OrderedComponent
 from pan.streams import OutputStream, Tuple
 from pan.workflow import WorkerSpec
-from workers.debs import PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, WINDOWS
+from workers.debs import PLAYERS, PS_PER_MS, PS_PER_S, WINDOWS
 from workers.gametime import MAX_GAP_PS, clipped
-from workers.players import check_inputs_match, selected_players
+from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players
 
 BANDS = ("standing", "trot", "low", "medium", "high", "sprint")
 #: Upper speed limits (km/h, inclusive) of all bands but the last.
 LIMITS = (1.0, 11.0, 14.0, 17.0, 24.0)
 SLOT_PS = 20 * PS_PER_MS
-ALLOWED = (*PLAYERS, REFEREE)
+
 
 
 def band_of(v_um_s: float) -> int:
@@ -98,19 +97,11 @@ class _Player:
 
 
 @register
-class Running(OrderedComponent):
+class Running(PlayerStreamsComponent):
     """Player samples -> ``RUN_<p>`` (current segment) and ``RUNAGG_<w>_<p>`` (windows)."""
 
     type_name = "running"
     own_params = ("players", "windows", "agg_period_ms")
-
-    @classmethod
-    def players(cls, spec: WorkerSpec) -> list[str]:
-        return selected_players(spec, ALLOWED, PLAYERS)[0]
-
-    @classmethod
-    def input_names(cls, spec: WorkerSpec) -> list[str]:
-        return cls.players(spec)
 
     @classmethod
     def main_outputs(cls, spec: WorkerSpec) -> list[str]:
@@ -119,7 +110,7 @@ class Running(OrderedComponent):
 
     @classmethod
     def check_own_params(cls, spec: WorkerSpec) -> list[str]:
-        problems = selected_players(spec, ALLOWED, PLAYERS)[1] + selected_windows(spec)[1]
+        problems = selected_players(spec, cls.ALLOWED, PLAYERS)[1] + selected_windows(spec)[1]
         period = spec.params.get("agg_period_ms", 20)
         if type(period) is not int or period < 20 or period % 20:
             problems.append(f"agg_period_ms: must be a positive multiple of 20, got {period!r}")
