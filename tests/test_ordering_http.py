@@ -50,8 +50,8 @@ def ordered(name: str, type_name: str, inputs: list[str], **params: Any) -> dict
     return {"name": name, "type": type_name, "host": HOST, "port": free_port(), "inputs": inputs, "params": params}
 
 
-def hierarchy(notices: bool, lam: float) -> list[dict[str, Any]]:
-    common = {"lambda": lam, "window": 400, "notices": notices, "idle_timeout": 5.0}
+def hierarchy(notices: bool, lam: float, min_k_ms: int = 0) -> list[dict[str, Any]]:
+    common = {"lambda": lam, "window": 400, "notices": notices, "idle_timeout": 5.0, "min_k": min_k_ms * PS_PER_MS}
     return [
         forwarder("F", ["A", "B", "C"], buffer_size=200_000),
         ordered("L1", "merge", ["A", "B"], output="X", clock=["A"], **common),
@@ -97,8 +97,9 @@ async def run_hierarchy(
     duration_ms: int,
     warm_up_ms: int = 600,
     lam: float = 0.5,
+    min_k_ms: int = 0,
 ) -> dict[str, Any]:
-    producer, l1, l2, l3 = await workers.start(make_workflow(repository.port, hierarchy(notices, lam)))
+    producer, l1, l2, l3 = await workers.start(make_workflow(repository.port, hierarchy(notices, lam, min_k_ms)))
     await feed(producer, 0, warm_up_ms, delay_b_ms)
     await wait_until(lambda: l3.outputs["Z"].buffer.last > 0)
     late_at_warm_up = (await ordering_of(l3))["late"]
@@ -115,8 +116,10 @@ async def run_hierarchy(
 async def test_upper_k_covers_lower_k_plus_back_dating(
     repository: RepositoryServer, workers: WorkerGroup, notices: bool
 ) -> None:
-    # lambda 3: a safety margin for the scheduling jitter of a loaded test machine
-    result = await run_hierarchy(repository, workers, notices, delay_b_ms=lambda t: 10, duration_ms=800, lam=3.0)
+    # lambda 3 and a 20 ms floor: margins for the scheduling jitter of a loaded test machine
+    result = await run_hierarchy(
+        repository, workers, notices, delay_b_ms=lambda t: 10, duration_ms=800, lam=3.0, min_k_ms=20
+    )
     k1, k3 = result["L1"]["k"], result["L3"]["k"]
     assert k1 >= 8 * PS_PER_MS  # L1 learnt B's 10 ms delay
     assert k3 >= k1 + BACKDATE_MS * PS_PER_MS  # the upper K covers the lower K plus the back-dating hop
