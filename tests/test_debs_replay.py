@@ -137,5 +137,10 @@ def test_impairments_change_nothing(baseline: Path, match: dict[str, Path]) -> N
     workflow = relocated("full_game_3_peers.json", match["tmp"], min_k=300 * 10**9)
     replay(workflow, match["split"], out, "--impair", str(ROOT / "workflows" / "impair_jitter.json"))
     reference, impaired = streams(baseline), streams(out)
-    different = [name for name in reference if impaired.get(name) != reference[name]]
+    # The forwarders republish sensor rows in arrival order, which impairments shuffle on purpose;
+    # every query output must come out the same.
+    derived = [name for name in reference if not name.startswith("SENSOR") and name != "INTERRUPTIONS"]
+    assert len(derived) > 300
+    different = [name for name in derived if impaired.get(name) != reference[name]]
     assert not different, different[:5]
+    assert all(not data for name, data in streams(out, skip_late=False).items() if name.endswith("_late"))
