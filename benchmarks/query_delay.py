@@ -97,7 +97,7 @@ async def measure(workflow_path: Path, data: Path, work: Path) -> dict[str, list
     async def feed() -> Any:
         return (await simulate(options)).as_dict()
 
-    await replay(workflow_path, workflow, feed, work / "record", observer=observe)
+    await replay(workflow_path, workflow, feed, work / "record", observer=observe, only=["BP_wholeGame_B"])
     return delays(send_log, received)
 
 

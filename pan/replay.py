@@ -135,13 +135,17 @@ async def replay(
     *,
     quiet_s: float = QUIET_S,
     observer: Callable[[], Awaitable[None]] | None = None,
+    only: list[str] | None = None,
 ) -> ReplayResult:
     """Run ``workflow``, record its outputs while ``feed()`` sends the input, stop when done.
 
     ``observer`` (e.g. a live summary) runs from the moment the workflow is up
-    until the recording ends, and is cancelled then.
+    until the recording ends, and is cancelled then. ``only`` limits the
+    recording to some streams (a benchmark must not measure the recorder).
     """
     streams = output_streams(workflow)
+    if only is not None:
+        streams = [s for s in streams if s in only]
     started = time.monotonic()
     run = await asyncio.create_subprocess_exec(sys.executable, "-m", "pan", "run", str(workflow_path))
     recorder = Recorder(workflow, streams, record_dir)
