@@ -22,7 +22,7 @@ import pytest
 from pan.workflow import on_free_ports
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # several full replays per test
 
 PS = 10**12
 KICK_TOLERANCE_PS = 10 * 10**9
