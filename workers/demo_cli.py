@@ -91,20 +91,24 @@ def _final(record: Path) -> dict[str, Any]:
 
 
 def summary_line(latest: dict[str, Any]) -> str:
-    """One line: game clock, possession shares, shots so far, the three longest sprinters."""
+    """One line: game clock, possession shares, shots so far, the three players who ran most."""
     game_ts = max((t["ts"] for t in latest.values() if t), default=FIRST_HALF[0])
     clock = max(0, (game_ts - FIRST_HALF[0]) // PS_PER_S)
     share = {team: (latest.get(f"BP_wholeGame_{team}") or {}).get("time_percent") for team in "AB"}
     possession = " ".join(f"{t} {v:.1f}%" if isinstance(v, float | int) else f"{t} -" for t, v in share.items())
     shots = (latest.get("SHOTS") or {}).get("shot")
-    sprints = sorted(
-        ((t.get("sprint_distance", 0.0), p) for p in PLAYERS if (t := latest.get(f"RUNAGG_wholeGame_{p}"))),
+    distances = sorted(
+        (
+            (sum(v for k, v in t.items() if k.endswith("_distance")), t.get("sprint_distance", 0.0), p)
+            for p in PLAYERS
+            if (t := latest.get(f"RUNAGG_wholeGame_{p}"))
+        ),
         reverse=True,
     )[:3]
-    top = ", ".join(f"{p} {d:.0f} m" for d, p in sprints) or "-"
+    top = ", ".join(f"{p} {d:.0f} m ({s:.0f} m sprint)" for d, s, p in distances) or "-"
     return (
         f"[{time.strftime('%H:%M:%S')}] game {clock // 60:02d}:{clock % 60:02d} | possession {possession} | "
-        f"shots {shots if shots is not None else 0} | top sprinters {top}"
+        f"shots {shots if shots is not None else 0} | ran most {top}"
     )
 
 
