@@ -150,8 +150,13 @@ class OrderedComponent(Component):
                 self._wake.set()  # there may be more; go round again before sleeping
             now = time.monotonic()
             if now >= next_tick:
-                # Inputs still catching up with their publisher are slow, not quiet.
-                busy = [name for name, stream in self.ctx.inputs.items() if stream.behind]
+                # Inputs still catching up with their publisher are slow, not quiet; so are inputs whose
+                # producer is an ordering unit that has not released anything yet (no "wm" so far).
+                busy = [
+                    name
+                    for name, stream in self.ctx.inputs.items()
+                    if stream.behind or ("k" in stream.meta and stream.meta.get("wm") is None)
+                ]
                 self._handle(self.unit.tick(now, busy))
                 next_tick = now + TICK_S
             if not self._wake.is_set():
