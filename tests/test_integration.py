@@ -147,24 +147,32 @@ async def test_sigkill_of_the_publisher_in_use_and_repository_restart(network: d
             repository_process(network["run"]).send_signal(signal.SIGKILL)
             before = len(received)
             await wait_until(lambda: len(received) > before + 200, timeout_s=20)  # data keeps flowing
-            restarted_at = time.monotonic()
             network["processes"].pan(
                 "repository", "--host", "127.0.0.1", "--port", str(network["repo_port"]), log_name="repo2"
             )
             survivors = [s for s in network["specs"] if s["port"] != victim_port]
+            repo_url = f"http://127.0.0.1:{network['repo_port']}"
+
+            async def answering() -> bool:
+                try:
+                    return (await get_json(f"{repo_url}/health"))[0] == 200
+                except OSError:
+                    return False
 
             async def re_registered() -> bool:
                 try:
-                    _, body = await get_json(f"http://127.0.0.1:{network['repo_port']}/streams")
+                    _, body = await get_json(f"{repo_url}/streams")
                 except OSError:
                     return False
                 ports = {p["port"] for p in body["streams"].get("SENSOR4", [])}
                 return ports == {s["port"] for s in survivors}
 
+            await wait_until(answering, timeout_s=30, interval_s=0.02)  # the new process is up (empty)
+            up_at = time.monotonic()
             await wait_until(re_registered, timeout_s=10, interval_s=0.02)
-            elapsed_ms = (time.monotonic() - restarted_at) * 1000
-            # Within one refresh period, plus start-up time of the new process.
-            assert elapsed_ms < REFRESH_MS + 2500, elapsed_ms
+            elapsed_ms = (time.monotonic() - up_at) * 1000
+            # Whole again within one refresh period (slack for a loaded test machine's scheduling).
+            assert elapsed_ms < REFRESH_MS + 1500, elapsed_ms
             before = len(received)
             await wait_until(lambda: len(received) > before + 200, timeout_s=20)
         finally:
