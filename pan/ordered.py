@@ -107,6 +107,7 @@ class OrderedComponent(Component):
         self._meta_at = 0.0
         self._published_k = -1
         self.untimed_tuples = 0
+        self.input_missed = 0
 
     async def start(self) -> None:
         for stream in self.ctx.inputs.values():
@@ -136,6 +137,9 @@ class OrderedComponent(Component):
                 if generations[name] != stream.generation:
                     positions[name], generations[name] = -1, stream.generation
                 page = stream.buffer.read(positions[name], oldest=READ_BATCH)
+                if page.missed:  # overwritten before this component read them: never silent
+                    self.input_missed += page.missed
+                    self.ctx.log.warning("%s: %d input tuples overwritten before processing", name, page.missed)
                 if not page.items:
                     # Nothing new, but the producer may promise that nothing older will come.
                     upstream_wm = stream.meta.get("wm")
@@ -203,7 +207,11 @@ class OrderedComponent(Component):
         raise NotImplementedError
 
     def counters(self) -> dict[str, Any]:
-        return {"ordering": self.unit.metrics(), "untimed_tuples": self.untimed_tuples}
+        return {
+            "ordering": self.unit.metrics(),
+            "untimed_tuples": self.untimed_tuples,
+            "input_missed": self.input_missed,
+        }
 
 
 @register

@@ -47,6 +47,7 @@ MAX_WAIT_MS = 60_000
 MAX_INDEX = 2**63 - 1
 PULL_WAIT_MS = 1000
 PULL_PAGE = 10_000  # a worker (e.g. a repeater) must drain a fast stream in few round trips
+INPUT_BUFFER_MIN = 20_000  # tuples per input stream
 REPOSITORY_TIMEOUT_S = 2.0
 
 
@@ -66,8 +67,11 @@ class Worker:
             name: OutputStream(name, spec.buffer_size, producer_meta)
             for name in component_type.output_names(spec)
         }
+        # Input buffers are not sized by ``buffer_size`` (which is for outputs): a component that
+        # lags its pull task must not lose input because the worker keeps few outputs.
+        input_capacity = max(spec.buffer_size, INPUT_BUFFER_MIN)
         self.inputs = {
-            name: InputStream(name, RingBuffer(spec.buffer_size)) for name in component_type.input_names(spec)
+            name: InputStream(name, RingBuffer(input_capacity)) for name in component_type.input_names(spec)
         }
         self.component: Component = component_type(
             ComponentContext(spec=spec, inputs=self.inputs, outputs=self.outputs, log=self.log)
