@@ -239,13 +239,14 @@ def model_from_args(args: argparse.Namespace) -> DelayModel:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    proxy = DelayProxy(args.listen, args.target, model_from_args(args))
-    await proxy.start()
-    print(f"proxy {proxy.listen_host}:{proxy.port} -> {args.target[0]}:{args.target[1]} {proxy.model}", flush=True)
+    # Handlers go in before the banner: whoever reads the banner may signal at once.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    proxy = DelayProxy(args.listen, args.target, model_from_args(args))
+    await proxy.start()
+    print(f"proxy {proxy.listen_host}:{proxy.port} -> {args.target[0]}:{args.target[1]} {proxy.model}", flush=True)
     try:
         await stop.wait()
     finally:

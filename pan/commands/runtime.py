@@ -68,13 +68,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_repository(args: argparse.Namespace) -> int:
     async def main() -> None:
-        server = RepositoryServer(args.host, args.port)
-        await server.start()
-        print(f"repository listening on {args.host}:{server.port}", file=sys.stderr, flush=True)
+        # Handlers go in before the banner: whoever reads the banner may signal at once.
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        server = RepositoryServer(args.host, args.port)
+        await server.start()
+        print(f"repository listening on {args.host}:{server.port}", file=sys.stderr, flush=True)
         try:
             await stop.wait()
         finally:
