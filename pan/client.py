@@ -25,6 +25,9 @@ from typing import Any, Literal
 import aiohttp
 import orjson
 
+from pan.local import DataFunction, LocalPublishers
+from pan.web import BadRequest, NotFound
+
 log = logging.getLogger(__name__)
 
 Reset = Literal["earliest", "latest"]
@@ -95,6 +98,7 @@ class StreamSubscriber:
         exclude: tuple[str, ...] = (),
         retry_backoff_s: tuple[float, float] = (0.05, 1.0),
         session: aiohttp.ClientSession | None = None,
+        local: LocalPublishers | None = None,
     ) -> None:
         self.stream = stream
         self.repository = parse_address(repository)
@@ -115,10 +119,20 @@ class StreamSubscriber:
         self._positioned = isinstance(start, int) or start == "earliest"
         self._failed: set[str] = set()
         self._session = session
+        self._local = local
         self._owns_session = session is None
         self._backoff = retry_backoff_s[0]
         self._lagging = 0
         self.upstream_last = -1  # the publisher's newest index at the last answer
+
+    @property
+    def source_is_local(self) -> bool:
+        """The current publisher answers in this process, without HTTP."""
+        return (
+            self.source is not None
+            and self._local is not None
+            and self._local.lookup(self.source.host, self.source.port) is not None
+        )
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -178,6 +192,9 @@ class StreamSubscriber:
             params = {"s": self.stream, "i": str(self.position), "n": str(self.page_size)}
             if self.max_wait_ms:
                 params["w"] = str(self.max_wait_ms)
+        serve = self._local.lookup(source.host, source.port) if self._local is not None else None
+        if serve is not None:
+            return orjson.loads(await self._get_local(serve, source))
         timeout = aiohttp.ClientTimeout(total=self.max_wait_ms / 1000 + self.request_timeout_s)
         url = f"http://{source.host}:{source.port}/data"
         async with self._session.get(url, params=params, timeout=timeout) as response:
@@ -187,6 +204,18 @@ class StreamSubscriber:
         if response.status != 200:
             raise ValueError(f"{source.endpoint} answered HTTP {response.status}")
         return orjson.loads(body)
+
+    async def _get_local(self, serve: DataFunction, source: Source) -> bytes:
+        """The same fetch as over HTTP, answered by a publisher in this process."""
+        after = self.position if self._positioned else -1
+        oldest, latest = (self.page_size, None) if self._positioned else (None, 1)
+        wait_ms = self.max_wait_ms if self._positioned else 0
+        try:
+            return await serve(self.stream, after, oldest, latest, wait_ms)
+        except NotFound as exc:
+            raise ValueError(f"{source.endpoint}: {exc.message}") from None
+        except BadRequest as exc:
+            raise SubscriberError(f"{source.endpoint} rejected the fetch: {exc.message}") from None
 
     def _apply(self, answer: dict[str, Any]) -> Fetch:
         meta = answer.get("meta") or {}

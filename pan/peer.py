@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 
+from pan.local import LocalPublishers
 from pan.worker import Worker
 from pan.workflow import Workflow
 
@@ -18,9 +19,10 @@ async def serve_peer(workflow: Workflow, peer: str, stop: asyncio.Event) -> None
     if not specs:
         raise ValueError(f"workflow '{workflow.name}' has no peer named '{peer}'")
     started: list[Worker] = []
+    local = LocalPublishers()  # the peer's workers pull from each other without HTTP
     try:
         for spec in specs:
-            worker = Worker(spec, workflow.repository)
+            worker = Worker(spec, workflow.repository, local=local)
             await worker.start()
             started.append(worker)
         log.info("peer %s: %d worker(s) running", peer, len(started))

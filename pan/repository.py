@@ -10,9 +10,11 @@ from __future__ import annotations
 import html
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from pan.web import (
@@ -112,6 +114,13 @@ def parse_endpoints(raw: str | None) -> set[tuple[str, int]]:
     return endpoints
 
 
+def _param_text(value: Any) -> str:
+    """A JSON value as the query-string text the GET validators expect."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 class RepositoryServer:
     """aiohttp front end for the Registry (DESIGN §4, "Repository")."""
 
@@ -122,6 +131,7 @@ class RepositoryServer:
         app.add_routes(
             [
                 web.get("/publish", self.handle_publish),
+                web.post("/publish", self.handle_publish_many),
                 web.get("/unpublish", self.handle_unpublish),
                 web.get("/subscribe", self.handle_subscribe),
                 web.get("/streams", self.handle_streams),
@@ -144,6 +154,32 @@ class RepositoryServer:
     async def handle_publish(self, request: web.Request) -> web.Response:
         q = request.query
         stream = query_str(q, "s", required=True)
+        assert stream
+        lease_ms = self._publish([stream], q)
+        return json_response({"status": "ok", "lease_ms": lease_ms})
+
+    async def handle_publish_many(self, request: web.Request) -> web.Response:
+        """``POST /publish``: one lease refresh for many streams of one publisher.
+
+        A worker with hundreds of outputs would otherwise send hundreds of
+        requests every refresh period.  The body is a JSON object with the GET
+        parameters, except that ``s`` is a list of stream names.
+        """
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(f"body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise BadRequest("body must be a JSON object")
+        streams = body.get("s")
+        if not isinstance(streams, list) or not streams or not all(isinstance(s, str) and s for s in streams):
+            raise BadRequest("'s' must be a non-empty list of stream names")
+        params = {k: _param_text(v) for k, v in body.items() if k != "s" and v is not None}
+        lease_ms = self._publish(streams, params)
+        return json_response({"status": "ok", "lease_ms": lease_ms, "streams": len(streams)})
+
+    def _publish(self, streams: list[str], q: Mapping[str, str]) -> int:
+        """Validate the publisher's parameters, then register it for every stream."""
         host = query_str(q, "h", required=True)
         port = query_int(q, "p", minimum=1, maximum=65535)
         if port is None:
@@ -155,9 +191,10 @@ class RepositoryServer:
         if rep and lvl == 0:
             raise BadRequest("a repeater (rep=true) needs a level >= 1")
         lease_ms = query_int(q, "ttl", default=DEFAULT_LEASE_MS, minimum=100, maximum=MAX_LEASE_MS)
-        assert stream and host and lvl is not None and lease_ms is not None
-        self.registry.publish(stream, host, port, rep, lvl, lease_ms)
-        return json_response({"status": "ok", "lease_ms": lease_ms})
+        assert host and lvl is not None and lease_ms is not None
+        for stream in streams:
+            self.registry.publish(stream, host, port, rep, lvl, lease_ms)
+        return lease_ms
 
     async def handle_unpublish(self, request: web.Request) -> web.Response:
         q = request.query

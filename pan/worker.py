@@ -22,10 +22,12 @@ import uuid
 from typing import Any
 
 import aiohttp
+import orjson
 from aiohttp import web
 
 from pan.client import StreamSubscriber
 from pan.component import Component, ComponentContext, get_component_type
+from pan.local import LocalPublishers
 from pan.metrics import MetricsText
 from pan.ringbuffer import RingBuffer
 from pan.streams import InputStream, OutputStream
@@ -52,12 +54,20 @@ REPOSITORY_TIMEOUT_S = 2.0
 
 
 class Worker:
-    def __init__(self, spec: WorkerSpec, repository: RepositorySpec, *, epoch: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        repository: RepositorySpec,
+        *,
+        epoch: str | None = None,
+        local: LocalPublishers | None = None,
+    ) -> None:
         component_type = get_component_type(spec.type)
         if component_type is None:
             raise ValueError(f"unknown worker type {spec.type!r}")
         self.spec = spec
         self.repository = repository
+        self.local = local  # this peer's directory of in-process publishers, if any
         self.epoch = epoch or uuid.uuid4().hex[:16]
         self.log = logging.getLogger(f"pan.worker.{spec.name}")
         self.level = component_type.repeater_level(spec)
@@ -91,6 +101,8 @@ class Worker:
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         await self.server.start()
+        if self.local is not None:
+            self.local.register(self.spec.host, self.server.port, self.serve_data)
         await self.component.start()
         await self.publish_outputs()
         for name, stream in self.inputs.items():
@@ -100,6 +112,8 @@ class Worker:
         self.log.info("started %s on %s (epoch %s)", self.spec.type, self.endpoint, self.epoch)
 
     async def stop(self) -> None:
+        if self.local is not None:  # first, so that neighbours fail over exactly as over HTTP
+            self.local.unregister(self.spec.host, self.server.port)
         for output in self.outputs.values():
             output.buffer.poke()  # answer pending long polls now rather than at their timeout
         for task in self._tasks:
@@ -129,20 +143,16 @@ class Worker:
     # --- repository ---------------------------------------------------------------
 
     async def publish_outputs(self) -> None:
-        lease_ms = 3 * self.repository.refresh_ms
-        params = [
-            {
-                "s": name,
-                "h": self.spec.host,
-                "p": str(self.server.port),
-                "rep": "true" if self.rep else "false",
-                "lvl": str(self.level),
-                "ttl": str(lease_ms),
-            }
-            for name in self.outputs
-        ]
-        results = await asyncio.gather(*(self._repository_call("publish", p) for p in params))
-        reachable = all(results)
+        """Register (or refresh) every output in one ``POST /publish``."""
+        registration = {
+            "s": list(self.outputs),
+            "h": self.spec.host,
+            "p": self.server.port,
+            "rep": self.rep,
+            "lvl": self.level,
+            "ttl": 3 * self.repository.refresh_ms,
+        }
+        reachable = await self._repository_call("publish", json=registration) if self.outputs else True
         if reachable != self._repository_reachable:
             log = self.log.info if reachable else self.log.warning
             log("repository %s %s", self.repository.address, "reachable again" if reachable else "unreachable")
@@ -151,17 +161,22 @@ class Worker:
     async def _unpublish_outputs(self) -> None:
         await asyncio.gather(
             *(
-                self._repository_call("unpublish", {"s": name, "h": self.spec.host, "p": str(self.server.port)})
+                self._repository_call("unpublish", params={"s": name, "h": self.spec.host, "p": str(self.server.port)})
                 for name in self.outputs
             )
         )
 
-    async def _repository_call(self, path: str, params: dict[str, str]) -> bool:
+    async def _repository_call(
+        self, path: str, params: dict[str, str] | None = None, json: dict[str, Any] | None = None
+    ) -> bool:
+        """GET with ``params``, or POST ``json``; False when the repository is unreachable or refuses."""
         assert self._session is not None
         url = f"http://{self.repository.host}:{self.repository.port}/{path}"
+        method = "GET" if json is None else "POST"
         try:
-            async with self._session.get(
-                url, params=params, timeout=aiohttp.ClientTimeout(total=REPOSITORY_TIMEOUT_S)
+            async with self._session.request(
+                method, url, params=params, data=None if json is None else orjson.dumps(json),
+                timeout=aiohttp.ClientTimeout(total=REPOSITORY_TIMEOUT_S),
             ) as response:
                 await response.read()
                 return response.status == 200
@@ -187,6 +202,7 @@ class Worker:
             below_level=self.level if self.rep else None,
             exclude=(self.endpoint,),
             session=self._session,
+            local=self.local,
         )
         self.subscribers[name] = subscriber
         while True:
@@ -201,6 +217,7 @@ class Worker:
                     "port": subscriber.source.port,
                     "rep": subscriber.source.rep,
                     "lvl": subscriber.source.lvl,
+                    "local": subscriber.source_is_local,
                 }
             )
             if fetch.reset:
@@ -234,15 +251,19 @@ class Worker:
         wait_ms = query_int(q, "w", default=0, minimum=0, maximum=MAX_WAIT_MS)
         if latest is not None and oldest is not None:
             raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
-        stream = self.outputs.get(name or "")
+        assert name is not None and after is not None and wait_ms is not None
+        return raw_json_response(await self.serve_data(name, after, oldest, latest, wait_ms))
+
+    async def serve_data(self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int) -> bytes:
+        """The `/data` answer body for validated parameters (HTTP and in-process subscribers)."""
+        stream = self.outputs.get(name)
         if stream is None:
             raise NotFound(f"worker '{self.spec.name}' does not publish stream '{name}'")
-        assert after is not None and wait_ms is not None
         if latest is None and oldest is None:
             oldest = DEFAULT_PAGE
         if wait_ms and stream.buffer.last <= after:
             await stream.buffer.wait_beyond(after, wait_ms / 1000)
-        return raw_json_response(stream.render(after, oldest=oldest, latest=latest))
+        return stream.render(after, oldest=oldest, latest=latest)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -108,14 +108,15 @@ async def repository() -> AsyncIterator[RepositoryServer]:
 class WorkerGroup:
     """Workers started in-process (real aiohttp servers) and stopped at teardown."""
 
-    def __init__(self) -> None:
+    def __init__(self, local: LocalPublishers | None = None) -> None:
         self.workers: list[Worker] = []
+        self.local = local  # given: the group is one peer, whose workers pull in-process
 
     async def start(self, workflow: Workflow, names: list[str] | None = None) -> list[Worker]:
         started = []
         for spec in workflow.workers:
             if names is None or spec.name in names:
-                worker = Worker(spec, workflow.repository)
+                worker = Worker(spec, workflow.repository, local=self.local)
                 await worker.start()
                 self.workers.append(worker)
                 started.append(worker)

@@ -1,11 +1,26 @@
-"""The subscriber client: positions, reset policy, failover, gap reporting."""
+"""The subscriber client: positions, reset policy, failover, gap reporting.
+
+Every test runs twice: over HTTP, and with the workers and the subscriber in
+one peer's in-process directory (`pan.local`), which must behave the same.
+"""
 
 import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
 
 from pan.client import StreamSubscriber
+from pan.local import LocalPublishers
 from pan.repository import RepositoryServer
 from pan.worker import Worker
 from tests.conftest import WorkerGroup, forwarder, make_workflow, repeater, wait_until
+
+
+@pytest.fixture(params=["http", "local"])
+async def workers(request: pytest.FixtureRequest) -> AsyncIterator[WorkerGroup]:
+    group = WorkerGroup(LocalPublishers() if request.param == "local" else None)
+    yield group
+    await group.stop_all()
 
 
 def append(worker: Worker, stream: str, count: int) -> None:
@@ -37,7 +52,8 @@ async def test_failover_between_publishers_without_duplicates(
     append(producer, "S", 100)
     await wait_until(lambda: r1.outputs["S"].buffer.last == 99 and r2.outputs["S"].buffer.last == 99)
     address = ("127.0.0.1", repository.port)
-    async with StreamSubscriber("S", address, exclude=(producer.endpoint,), max_wait_ms=100, page_size=30) as sub:
+    async with StreamSubscriber("S", address, exclude=(producer.endpoint,), max_wait_ms=100, page_size=30,
+                                local=workers.local) as sub:
         first = await take(sub, 50)
         used = r1 if sub.source.port == r1.server.port else r2
         other = r2 if used is r1 else r1
@@ -49,6 +65,9 @@ async def test_failover_between_publishers_without_duplicates(
     assert indices == list(range(150))  # no duplicate, no gap
     assert sub.stats.failovers >= 1 and sub.stats.missed == 0
     assert sub.source.port == other.server.port
+    in_process = workers.local is not None
+    assert sub.source_is_local == in_process
+    assert other.describe()["inputs"]["S"]["source"]["local"] == in_process  # the repeater's own pull
 
 
 async def test_producer_restart_applies_the_reset_policy(repository: RepositoryServer, workers: WorkerGroup) -> None:
@@ -56,7 +75,7 @@ async def test_producer_restart_applies_the_reset_policy(repository: RepositoryS
     wf = make_workflow(repository.port, [spec])
     (producer,) = await workers.start(wf)
     append(producer, "S", 20)
-    async with StreamSubscriber("S", ("127.0.0.1", repository.port), max_wait_ms=100) as sub:
+    async with StreamSubscriber("S", ("127.0.0.1", repository.port), max_wait_ms=100, local=workers.local) as sub:
         assert [t["i"] for t in await take(sub, 20)] == list(range(20))
         old_epoch = sub.epoch
         await workers.stop_all()
@@ -70,7 +89,7 @@ async def test_producer_restart_applies_the_reset_policy(repository: RepositoryS
 async def test_position_beyond_the_producers_end_is_reset(repository: RepositoryServer, workers: WorkerGroup) -> None:
     (producer,) = await workers.start(make_workflow(repository.port, [forwarder("F", ["S"])]))
     append(producer, "S", 5)
-    async with StreamSubscriber("S", ("127.0.0.1", repository.port), start=1000, max_wait_ms=50) as sub:
+    async with StreamSubscriber("S", ("127.0.0.1", repository.port), start=1000, max_wait_ms=50, local=workers.local) as sub:
         got = await take(sub, 5)
     assert [t["i"] for t in got] == [0, 1, 2, 3, 4]
     assert sub.stats.resets == 1
@@ -79,7 +98,8 @@ async def test_position_beyond_the_producers_end_is_reset(repository: Repository
 async def test_start_latest_skips_the_backlog(repository: RepositoryServer, workers: WorkerGroup) -> None:
     (producer,) = await workers.start(make_workflow(repository.port, [forwarder("F", ["S"])]))
     append(producer, "S", 10)
-    async with StreamSubscriber("S", ("127.0.0.1", repository.port), start="latest", max_wait_ms=100) as sub:
+    async with StreamSubscriber("S", ("127.0.0.1", repository.port), start="latest", max_wait_ms=100,
+                                local=workers.local) as sub:
         await sub.fetch()  # positions at the newest tuple
         append(producer, "S", 3)
         got = await take(sub, 3)
@@ -89,7 +109,7 @@ async def test_start_latest_skips_the_backlog(repository: RepositoryServer, work
 async def test_overwritten_tuples_are_reported_not_hidden(repository: RepositoryServer, workers: WorkerGroup) -> None:
     (producer,) = await workers.start(make_workflow(repository.port, [forwarder("F", ["S"], buffer_size=5)]))
     append(producer, "S", 20)
-    async with StreamSubscriber("S", ("127.0.0.1", repository.port), max_wait_ms=50) as sub:
+    async with StreamSubscriber("S", ("127.0.0.1", repository.port), max_wait_ms=50, local=workers.local) as sub:
         got = await take(sub, 5)
     assert [t["i"] for t in got] == [15, 16, 17, 18, 19]
     assert (sub.stats.missed, sub.stats.gaps) == (15, 1)
@@ -98,7 +118,7 @@ async def test_overwritten_tuples_are_reported_not_hidden(repository: Repository
 async def test_waits_for_a_publisher_that_appears_later(repository: RepositoryServer, workers: WorkerGroup) -> None:
     wf = make_workflow(repository.port, [forwarder("F", ["S"])])
     async with StreamSubscriber(
-        "S", ("127.0.0.1", repository.port), max_wait_ms=50, retry_backoff_s=(0.01, 0.05)
+        "S", ("127.0.0.1", repository.port), max_wait_ms=50, retry_backoff_s=(0.01, 0.05), local=workers.local
     ) as sub:
         pending = asyncio.create_task(take(sub, 3))
         await asyncio.sleep(0.2)

@@ -102,3 +102,39 @@ async def test_debug_and_health(repository: RepositoryServer) -> None:
     assert status == 200 and "S&lt;1&gt;" in page and "127.0.0.1:9000" in page
     assert await get_json(url(repository, "health")) == (200, {"status": "ok", "role": "repository"})
     assert (await get_json(url(repository, "nowhere")))[0] == 404
+
+
+async def post_publish(repo: RepositoryServer, body: bytes) -> tuple[int, dict]:
+    import aiohttp
+    import orjson
+
+    async with aiohttp.ClientSession() as session, session.post(url(repo, "publish"), data=body) as response:
+        return response.status, orjson.loads(await response.read())
+
+
+async def test_post_publish_registers_many_streams_at_once(repository: RepositoryServer) -> None:
+    body = b'{"s": ["A", "B", "C"], "h": "127.0.0.1", "p": 9005, "rep": true, "lvl": 2, "ttl": 5000}'
+    assert await post_publish(repository, body) == (200, {"status": "ok", "lease_ms": 5000, "streams": 3})
+    status, streams = await get_json(url(repository, "streams"))
+    entry = [{"host": "127.0.0.1", "port": 9005, "rep": True, "lvl": 2}]
+    assert streams == {"streams": {"A": entry, "B": entry, "C": entry}}
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (b"not json", "not JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"s": "A", "h": "x", "p": 1}', "list of stream names"),
+        (b'{"s": [], "h": "x", "p": 1}', "list of stream names"),
+        (b'{"s": ["A", 3], "h": "x", "p": 1}', "list of stream names"),
+        (b'{"s": ["A"], "p": 1}', "'h'"),
+        (b'{"s": ["A"], "h": "x", "p": 1, "rep": false, "lvl": 3}', "level 0"),
+    ],
+)
+async def test_post_publish_rejects_bad_bodies_and_registers_nothing(
+    repository: RepositoryServer, body: bytes, needle: str
+) -> None:
+    status, answer = await post_publish(repository, body)
+    assert status == 400 and needle in answer["error"]
+    assert (await get_json(url(repository, "streams")))[1] == {"streams": {}}

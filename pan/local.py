@@ -1,0 +1,40 @@
+"""Publishers that share a process with their subscribers (the workers of one peer).
+
+A peer hosts many workers in one process.  Pulling a neighbour's stream over
+loopback HTTP costs more CPU than most components spend on the tuples, and
+under load that CPU turns into query delay.  Workers of one peer therefore
+register their ``/data`` function in a shared ``LocalPublishers`` directory,
+and a subscriber whose chosen publisher is in it calls the function directly.
+
+Everything else stays as over HTTP: the repository still picks the publisher,
+the answer is the same ``/data`` body (so positions, ``missed``, ``meta`` and
+epochs behave identically), long polls wait on the same ring buffer, and a
+publisher that stops leaves the directory first, so its subscribers fall
+back to HTTP, fail and look for another publisher as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+#: ``serve(stream, after, oldest, latest, wait_ms)`` -> the `/data` answer body.
+DataFunction = Callable[[str, int, int | None, int | None, int], Awaitable[bytes]]
+
+
+class LocalPublishers:
+    """``host:port`` of a worker in this process -> its `/data` function."""
+
+    def __init__(self) -> None:
+        self._serve: dict[tuple[str, int], DataFunction] = {}
+
+    def register(self, host: str, port: int, serve: DataFunction) -> None:
+        self._serve[(host, port)] = serve
+
+    def unregister(self, host: str, port: int) -> None:
+        self._serve.pop((host, port), None)
+
+    def lookup(self, host: str, port: int) -> DataFunction | None:
+        return self._serve.get((host, port))
+
+    def __len__(self) -> int:
+        return len(self._serve)
