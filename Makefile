@@ -35,8 +35,12 @@ bench: $(STAMP)
 	command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q iproute2; } || true
 	$(BIN)/python benchmarks/runtime_bench.py --write docs/benchmarks.md
 	$(BIN)/pan bench fanout --write docs/benchmarks.md
+	$(BIN)/pan bench fanout --clients 100,1000 --publishers 1,3 --rate 200 --seconds 4 --warmup 2 --reps 3 \
+		--section fanout-bench-200 --write docs/benchmarks.md
 	$(BIN)/pan bench redis --write docs/benchmarks.md
 	$(BIN)/pan bench network --write docs/benchmarks.md
+	$(BIN)/pan bench query-delay --write docs/benchmarks.md
+	$(BIN)/pan bench distribution --write docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

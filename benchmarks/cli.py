@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, str] = {
     "redis": "benchmarks.redis_bench",
     "network": "benchmarks.network",
     "query-delay": "benchmarks.query_delay",
+    "distribution": "benchmarks.distribution",
 }
 
 

@@ -20,7 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,51 +149,31 @@ def image_dir(report: Path) -> Path:
     return report.parent / "img"
 
 
+def plot_path(report: Path, section: str) -> Path:
+    """A section's plot: ``<report dir>/img/<section>.png``, linked from the section as ``img/<section>.png``."""
+    return image_dir(report) / f"{section}.png"
+
+
+def image_link(section: str, alt: str) -> str:
+    """The Markdown link, relative to the report, to the section's plot."""
+    return f"![{alt}](img/{section}.png)"
+
+
+def write_report(report: str | Path, section: str, body: str, plot: Callable[[Path], Any]) -> None:
+    """``--write REPORT``: draw the section's plot (``plot(png_path)``), then replace its Markdown section."""
+    path = Path(report).resolve()
+    png = plot_path(path, section)
+    plot(png)
+    write_section(path, section, body)
+    print(f"wrote {path} and {png}", file=sys.stderr)
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> str:
     """``align``: one char per column, 'l' or 'r' (default: first left, rest right)."""
     align = align or "l" + "r" * (len(header) - 1)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if a == "l" else "---:" for a in align) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def line_plot(
-    path: Path,
-    title: str,
-    xlabel: str,
-    ylabel: str,
-    series: dict[str, Sequence[tuple[float, float]]],
-    *,
-    logx: bool = False,
-    logy: bool = False,
-    hline: tuple[float, str] | None = None,
-) -> None:
-    """One PNG with a line per series; matplotlib is imported here (slow import, Agg backend)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    for label, points in series.items():
-        pts = [(x, y) for x, y in points if y is not None and y == y]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
-    if hline is not None:
-        ax.axhline(hline[0], color="grey", linestyle="--", linewidth=1, label=hline[1])
-    if logx:
-        ax.set_xscale("log")
-    if logy:
-        ax.set_yscale("log")
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
 
 
 # --- system tools -----------------------------------------------------------------------

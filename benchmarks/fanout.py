@@ -23,6 +23,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -367,7 +368,7 @@ def render(summary: dict[str, Any]) -> str:
             rows,
         ),
         "",
-        f"![delivered tuples/s](img/{summary['section']}_delivered.png) ![p99 delay](img/{summary['section']}_p99.png)",
+        common.image_link(summary["section"], "delivered tuples/s and p99 delay vs clients"),
         "",
         *target_lines(t),
         "",
@@ -396,33 +397,18 @@ def target_lines(t: dict[str, Any]) -> list[str]:
     return lines if len(lines) > 2 else ["Targets of issue 6: not evaluated (points missing)."]
 
 
-def plots(summary: dict[str, Any], img: Path) -> None:
-    pubs = sorted({p["publishers"] for p in summary["points"]})
-    series = {
-        f"{pub} publisher(s)": [
-            (p["clients"], p["delivered_per_s"]) for p in summary["points"] if p["publishers"] == pub
-        ]
-        for pub in pubs
-    }
-    common.line_plot(img / f"{summary['section']}_delivered.png", "PAN fan-out: delivered tuples/s",
-                     "concurrent subscribers", "delivered tuples/s (all clients)", series, logx=True)
-    series = {
-        f"{pub} publisher(s)": [(p["clients"], p["p99_ms"]) for p in summary["points"] if p["publishers"] == pub]
-        for pub in pubs
-    }
-    common.line_plot(img / f"{summary['section']}_p99.png", "PAN fan-out: p99 delivery delay", "concurrent subscribers",
-                     "p99 delay (ms)", series, logx=True, logy=True, hline=(P99_TARGET_MS, "target 100 ms"))
+def plot(summary: dict[str, Any]) -> Callable[[Path], Any]:
+    from benchmarks import plots
+
+    return lambda png: plots.fanout(summary, png, P99_TARGET_MS)
 
 
 def finish(summary: dict[str, Any], args: argparse.Namespace, section: str, body: str,
-           plotter: Any) -> None:
-    """Print the JSON summary; with --write, update the report section and the plots."""
+           plot: Callable[[Path], Any]) -> None:
+    """Print the JSON summary; with --write, update the report section and its plot."""
     print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     if args.write:
-        path = Path(args.write).resolve()
-        plotter(summary, common.image_dir(path))
-        common.write_section(path, section, body)
-        print(f"wrote {path}", file=sys.stderr)
+        common.write_report(args.write, section, body, plot)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -431,5 +417,5 @@ def run(args: argparse.Namespace) -> int:
         summary = asyncio.run(run_fanout(args))
     finally:
         common.kill_leftovers()
-    finish(summary, args, args.section, render(summary), plots)
+    finish(summary, args, args.section, render(summary), plot(summary))
     return 0

@@ -370,24 +370,13 @@ def render(summary: dict[str, Any]) -> str:
         common.markdown_table(["Added ms", "Mbit/s", "Path", "Count", "Expected", "p50 ms", "p90 ms", "p99 ms",
                                "max ms", "Missed"], rows),
         "",
-        "![query delay vs latency](img/network_delay.png)",
+        common.image_link(SECTION, "query delay vs added latency"),
         "",
         f"Linear fit of p50 over the latencies: {fits or '-'}. With long polls every proxied hop costs between "
         "one latency (the poll was already parked) and three (the tuple arrived while the next poll was in "
         "flight), so the slope should lie between the hop count and three times it.",
     ]
     return "\n".join(lines)
-
-
-def plots(summary: dict[str, Any], img: Path) -> None:
-    base = summary["config"]["bandwidth_mbit"]
-    series = {}
-    for path in PATHS:
-        for stat in ("p50_ms", "p99_ms"):
-            series[f"{path} {stat[:3]}"] = [(ph["latency_ms"], ph["paths"][path][stat]) for ph in summary["phases"]
-                                            if ph["bandwidth_mbit"] == base]
-    common.line_plot(img / "network_delay.png", "Query delay vs added one-way latency per link",
-                     "added latency per proxied link (ms)", "query delay (ms)", series)
 
 
 def skip(reason: str) -> int:
@@ -420,8 +409,7 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
     print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     if args.write:
-        path = Path(args.write).resolve()
-        plots(summary, common.image_dir(path))
-        common.write_section(path, SECTION, render(summary))
-        print(f"wrote {path}", file=sys.stderr)
+        from benchmarks import plots
+
+        common.write_report(args.write, SECTION, render(summary), lambda png: plots.network(summary, png))
     return 0

@@ -33,14 +33,21 @@ STREAMS = ["SENSOR105", "B2", "BP_wholeGame_A", "HM_1min_16x25_A2", "SHOTS"]
 TARGETS_MS = {"SENSOR105": 10.0, "B2": 20.0, "BP_wholeGame_A": 50.0}
 SEED_REPORTED_MS = {"SENSOR105": "61", "B2": "90-124", "BP_wholeGame_A": "906"}
 PS = 10**12
+SEND_LOG = "send.csv"  # in the work folder: stream, ts, send time (ns) of every sensor row
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workflow", default=str(ROOT / "workflows" / "full_game_3_peers.json"))
+    add_replay_arguments(p, "20 s of match, no Spark: finishes in under a minute")
+
+
+def add_replay_arguments(p: argparse.ArgumentParser, quick_help: str) -> None:
+    """Options shared with `pan bench distribution` (same data preparation and report)."""
     p.add_argument("--minutes", type=float, default=1.0, help="minutes of match to replay in real time")
     p.add_argument("--data", type=Path, help="a `pan split` folder to use instead of generating one")
-    p.add_argument("--quick", action="store_true", help="20 s of match, no Spark: finishes in under a minute")
-    p.add_argument("--write", type=Path, help="update this markdown report (e.g. docs/benchmarks.md)")
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    p.add_argument("--write", type=Path, help="update this markdown report (e.g. docs/benchmarks.md); "
+                   "its plot goes to img/ beside it")
 
 
 def prepare_data(args: argparse.Namespace, work: Path) -> Path:
@@ -73,7 +80,11 @@ def plain_split(game: Path, out: Path) -> Path:
     return out
 
 
-async def measure(workflow_path: Path, data: Path, work: Path) -> dict[str, list[float]]:
+async def receive(workflow_path: Path, data: Path, work: Path) -> dict[str, list[tuple[int, int]]]:
+    """Replay ``data`` in real time into the workflow; (ts, receive ns) of every tuple of STREAMS.
+
+    The simulator logs every row's send time to ``work/send.csv`` (`SEND_LOG`), which `delays` matches.
+    """
     from pan.client import StreamSubscriber
     from pan.replay import replay
     from pan.workflow import load_workflow
@@ -91,14 +102,27 @@ async def measure(workflow_path: Path, data: Path, work: Path) -> dict[str, list
     async def observe() -> None:
         await asyncio.gather(*(watch(s) for s in STREAMS))
 
-    send_log = work / "send.csv"
-    options = SimulateOptions(workflow=workflow, data_dir=data, speedup=1.0, send_log=send_log)
+    options = SimulateOptions(workflow=workflow, data_dir=data, speedup=1.0, send_log=work / SEND_LOG)
 
     async def feed() -> Any:
         return (await simulate(options)).as_dict()
 
     await replay(workflow_path, workflow, feed, work / "record", observer=observe, only=["BP_wholeGame_B"])
-    return delays(send_log, received)
+    return received
+
+
+async def measure(workflow_path: Path, data: Path, work: Path) -> dict[str, list[float]]:
+    """Query delays (ms) per stream of one real-time replay."""
+    return delays(work / SEND_LOG, await receive(workflow_path, data, work))
+
+
+def on_free_ports_copy(workflow: Path, work: Path) -> Path:
+    """The workflow moved to free ports (in ``work``), so a run never clashes with another on this machine."""
+    from pan.workflow import on_free_ports
+
+    path = work / "workflow.json"
+    path.write_text(json.dumps(on_free_ports(json.loads(Path(workflow).read_text()))))
+    return path
 
 
 def delays(send_log: Path, received: dict[str, list[tuple[int, int]]]) -> dict[str, list[float]]:
@@ -132,30 +156,43 @@ def delays(send_log: Path, received: dict[str, list[tuple[int, int]]]) -> dict[s
 
 
 def run(args: argparse.Namespace) -> int:
-    from pan.workflow import on_free_ports
-
     machine = common.machine()
     with tempfile.TemporaryDirectory(prefix="pan-qdelay-") as tmp:
         work = Path(tmp)
         data = prepare_data(args, work)
-        workflow = work / "workflow.json"
-        workflow.write_text(json.dumps(on_free_ports(json.loads(Path(args.workflow).read_text()))))
-        measured = asyncio.run(measure(workflow, data, work))
+        measured = asyncio.run(measure(on_free_ports_copy(args.workflow, work), data, work))
     summary = {stream: common.summarize_ms(values) for stream, values in measured.items()}
     print(json.dumps(summary, indent=1))
     if args.write:
-        common.write_section(args.write, SECTION, report(summary, machine, args))
+        from benchmarks import plots
+
+        common.write_report(args.write, SECTION, report(summary, machine, args),
+                            lambda png: plots.query_delay(summary, png, TARGETS_MS))
     return 0
 
 
+def delay_cells(s: dict[str, Any]) -> list[str]:
+    """p50, p90, p99 and max of a `common.summarize_ms` result as table cells."""
+    return [common.fmt(s[k]) for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms")]
+
+
+def target_cells(stream: str, s: dict[str, Any]) -> list[str]:
+    """The issue-6 p50 target of ``stream`` and whether it was met ('-' without a target or a value)."""
+    target = TARGETS_MS.get(stream)
+    met = "-" if target is None or s["p50_ms"] is None else ("yes" if s["p50_ms"] <= target else "**no**")
+    return [common.fmt(target) if target else "-", met]
+
+
+def match_text(args: argparse.Namespace) -> str:
+    """What was replayed, for the report."""
+    if args.data is not None:
+        return f"the split match in `{args.data}`"
+    return f"{'20 s' if args.quick else f'{args.minutes:g} min'} of a generated match"
+
+
 def report(summary: dict[str, dict[str, Any]], machine: dict[str, Any], args: argparse.Namespace) -> str:
-    rows = []
-    for stream, s in summary.items():
-        target = TARGETS_MS.get(stream)
-        met = "-" if target is None or s["p50_ms"] is None else ("yes" if s["p50_ms"] <= target else "**no**")
-        rows.append([f"`{stream}`", s["count"], common.fmt(s["p50_ms"]), common.fmt(s["p90_ms"]),
-                     common.fmt(s["p99_ms"]), common.fmt(s["max_ms"]),
-                     common.fmt(target) if target else "-", met, SEED_REPORTED_MS.get(stream, "-")])
+    rows = [[f"`{stream}`", s["count"], *delay_cells(s), *target_cells(stream, s), SEED_REPORTED_MS.get(stream, "-")]
+            for stream, s in summary.items()]
     table = common.markdown_table(
         ["stream", "tuples", "p50 ms", "p90 ms", "p99 ms", "max ms", "target p50", "met", "seed (14 peers)"], rows
     )
@@ -164,9 +201,11 @@ def report(summary: dict[str, dict[str, Any]], machine: dict[str, Any], args: ar
         "",
         f"{common.utc_now()}. {common.machine_line(machine, list(os.getloadavg()))}",
         f"Command: `{common.command_line()}`; workflow `{Path(args.workflow).name}`, real-time replay "
-        f"({'20 s' if args.quick else f'{args.minutes} min'} of a generated match), all peers on this machine.",
+        f"({match_text(args)}), all peers on this machine.",
         "Delay = client receive time - send time of the sensor row the tuple answers (module docstring of "
         "`benchmarks/query_delay.py`).",
         "",
         table,
+        "",
+        common.image_link(SECTION, "query delay per stream"),
     ])

@@ -186,7 +186,7 @@ def render(summary: dict[str, Any]) -> str:
             rows,
         ),
         "",
-        "![PAN vs Redis](img/redis_vs_pan.png)",
+        common.image_link(SECTION, "PAN vs Redis: delivered tuples/s and p99 delay vs clients"),
         "",
         f"Target PAN ≥ {RATIO_TARGET}x Redis in delivered tuples/s: met in {sum(met)} of {len(met)} points.",
         "",
@@ -208,16 +208,6 @@ def bottleneck_note(summary: dict[str, Any]) -> str:
             "ratio is a statement about the servers alone.")
 
 
-def plots(summary: dict[str, Any], img: Path) -> None:
-    series = {summary.get("redis_version", "Redis"): [(pt["clients"], pt["redis"]["delivered_per_s"])
-                                                      for pt in summary["points"]]}
-    for pub in summary["config"]["publishers"]:
-        series[f"PAN, {pub} publisher(s)"] = [(pt["clients"], pt[f"pan{pub}"]["delivered_per_s"])
-                                             for pt in summary["points"]]
-    common.line_plot(img / "redis_vs_pan.png", "Fan-out: PAN vs Redis Streams (same run)", "concurrent subscribers",
-                     "delivered tuples/s (all clients)", series, logx=True)
-
-
 def run(args: argparse.Namespace) -> int:
     fanout.apply_quick(args)
     problem = common.ensure_tool("redis-server", "redis-server")
@@ -229,5 +219,7 @@ def run(args: argparse.Namespace) -> int:
         summary = asyncio.run(run_redis(args))
     finally:
         common.kill_leftovers()
-    fanout.finish(summary, args, SECTION, render(summary), plots)
+    from benchmarks import plots
+
+    fanout.finish(summary, args, SECTION, render(summary), lambda png: plots.redis(summary, png))
     return 0

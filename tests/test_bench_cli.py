@@ -1,4 +1,5 @@
-"""Smoke tests of `pan bench fanout|redis|network` in their quickest modes: structure, not numbers."""
+"""Smoke tests of `pan bench fanout|redis|network|distribution` in their quickest modes, and of the plots:
+structure, not numbers."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from benchmarks import common, network
+from benchmarks import common, distribution, network, plots, query_delay
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +33,7 @@ POINT_KEYS = {"clients", "delivered_per_s", "p50_ms", "p99_ms", "client_p99_wors
 def test_bench_group_lists_its_benchmarks() -> None:
     out = subprocess.run([sys.executable, "-m", "pan", "bench", "--help"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
-    for name in ("fanout", "redis", "network"):
+    for name in ("fanout", "redis", "network", "query-delay", "distribution"):
         assert name in out
 
 
@@ -46,7 +47,7 @@ def test_fanout_quick_writes_its_section(tmp_path: Path) -> None:
     assert point["delivered_per_s"] > 0 and not point["crashed"]
     text = report.read_text()
     assert "kept" in text and "<!-- fanout-bench:start -->" in text and "<!-- fanout-bench:end -->" in text
-    assert (tmp_path / "img" / "fanout-bench_delivered.png").stat().st_size > 1000
+    assert is_png(tmp_path / "img" / "fanout-bench.png") and "](img/fanout-bench.png)" in text
 
 
 def test_redis_quick_compares_in_one_run() -> None:
@@ -90,3 +91,68 @@ def test_write_section_replaces_only_its_own(tmp_path: Path) -> None:
     text = path.read_text()
     assert "three" in text and "two" in text and "one" not in text
     assert text.index("three") < text.index("two")
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def is_png(path: Path) -> bool:
+    """A real PNG: signature, IHDR first, non-empty image, IEND last."""
+    data = path.read_bytes()
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    return data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR" and width > 100 and height > 100 \
+        and data[-8:-4] == b"IEND"
+
+
+def test_plots_draw_valid_pngs_from_results(tmp_path: Path) -> None:
+    delays = {"SENSOR105": common.summarize_ms([30.0, 41.0, 200.0]), "B2": common.summarize_ms([90.0, 120.0]),
+              "SHOTS": common.summarize_ms([])}
+    point = {"clients": 20, "delivered_per_s": 1000, "p99_ms": 12.0, "publishers": 1}
+    drawn = [
+        plots.query_delay(delays, tmp_path / "qd.png", query_delay.TARGETS_MS),
+        plots.distribution({"full_game_3_peers": {"peers": 3, "streams": delays},
+                            "full_game_14_peers": {"peers": 14, "streams": delays}}, tmp_path / "dist.png"),
+        plots.fanout({"points": [point, {**point, "clients": 100, "p99_ms": None}]}, tmp_path / "fan.png", 100.0),
+        plots.redis({"config": {"publishers": [1]}, "points": [{"clients": 20, "redis": point, "pan1": point}]},
+                    tmp_path / "redis.png"),
+        plots.network({"config": {"bandwidth_mbit": 100}, "phases": [
+            {"latency_ms": lat, "bandwidth_mbit": 100, "paths": {"direct": delays["B2"]}} for lat in (0, 20)]},
+            tmp_path / "net.png"),
+    ]
+    assert all(is_png(path) for path in drawn)
+
+
+def test_write_report_links_its_plot(tmp_path: Path) -> None:
+    report = tmp_path / "docs" / "benchmarks.md"
+    common.write_report(report, "x-bench", "## X\n\n" + common.image_link("x-bench", "x"),
+                        lambda png: plots.query_delay({"B2": common.summarize_ms([1.0, 2.0])}, png))
+    assert "<!-- x-bench:start -->" in report.read_text() and "![x](img/x-bench.png)" in report.read_text()
+    assert is_png(tmp_path / "docs" / "img" / "x-bench.png")
+
+
+@pytest.mark.slow
+def test_distribution_quick_on_one_workflow(tmp_path: Path) -> None:
+    report = tmp_path / "benchmarks.md"
+    results = bench("distribution", "--quick", "--workflows", "workflows/full_game_3_peers.json",
+                    "--write", str(report), timeout=240)
+    assert list(results) == ["full_game_3_peers"]
+    result = results["full_game_3_peers"]
+    assert result["peers"] == 3 and list(result["streams"]) == query_delay.STREAMS
+    for stream in ("SENSOR105", "B2", "BP_wholeGame_A"):
+        s = result["streams"][stream]
+        assert set(s) == {"count", "received", "p50_ms", "p90_ms", "p99_ms", "max_ms"}
+        assert s["received"] >= s["count"] > 0 and s["p50_ms"] <= s["p99_ms"] <= s["max_ms"]
+    text = report.read_text()
+    assert f"<!-- {distribution.SECTION}:start -->" in text and f"](img/{distribution.SECTION}.png)" in text
+    assert is_png(tmp_path / "img" / f"{distribution.SECTION}.png")
+
+
+@pytest.mark.slow
+def test_query_delay_quick_writes_table_and_plot(tmp_path: Path) -> None:
+    report = tmp_path / "benchmarks.md"
+    summary = bench("query-delay", "--quick", "--write", str(report), timeout=180)
+    assert list(summary) == query_delay.STREAMS
+    assert all(set(s) == {"count", "p50_ms", "p90_ms", "p99_ms", "max_ms"} for s in summary.values())
+    assert summary["SENSOR105"]["count"] > 0
+    assert f"](img/{query_delay.SECTION}.png)" in report.read_text()
+    assert is_png(tmp_path / "img" / f"{query_delay.SECTION}.png")
