@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -103,6 +104,7 @@ class OrderedComponent(Component):
         late = self.late_stream(ctx.spec)
         self.late_output = ctx.outputs[late] if late else None
         self._wake = asyncio.Event()
+        self._dirty: dict[str, None] = dict.fromkeys(ctx.inputs)  # inputs to look at (a set in input order)
         self._arrivals: IO[str] | None = None
         self._meta_at = 0.0
         self._published_k = -1
@@ -110,8 +112,8 @@ class OrderedComponent(Component):
         self.input_missed = 0
 
     async def start(self) -> None:
-        for stream in self.ctx.inputs.values():
-            stream.listeners.append(self._wake.set)
+        for name, stream in self.ctx.inputs.items():
+            stream.listeners.append(functools.partial(self._mark_dirty, name))
         if "arrival_log" in self.params:
             path = Path(self.params["arrival_log"])
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,7 +132,11 @@ class OrderedComponent(Component):
         next_tick = time.monotonic()
         while True:
             self._wake.clear()
-            for name, stream in self.ctx.inputs.items():
+            # Only inputs that changed since the last round: a worker may have dozens of inputs
+            # and be woken thousands of times a second, each time by one of them.
+            dirty, self._dirty = self._dirty, {}
+            for name in dirty:
+                stream = self.ctx.inputs[name]
                 upstream_k = stream.meta.get("k")
                 if isinstance(upstream_k, int):
                     self.unit.notice_upstream_k(name, upstream_k)
@@ -140,18 +146,19 @@ class OrderedComponent(Component):
                 if page.missed:  # overwritten before this component read them: never silent
                     self.input_missed += page.missed
                     self.ctx.log.warning("%s: %d input tuples overwritten before processing", name, page.missed)
-                if not page.items:
-                    # Nothing new, but the producer may promise that nothing older will come.
-                    upstream_wm = stream.meta.get("wm")
-                    if isinstance(upstream_wm, int) and not stream.behind:
-                        self._handle(self.unit.promise(name, upstream_wm))
-                    continue
-                positions[name] = page.indices[-1]
-                if self._arrivals is not None:
-                    now = time.time_ns()
-                    self._arrivals.write("".join(f"{now},{name},{item['ts']}\n" for item in page.items))
-                self.feed(name, page.items)
-                self._wake.set()  # there may be more; go round again before sleeping
+                if page.items:
+                    positions[name] = page.indices[-1]
+                    if self._arrivals is not None:
+                        now = time.time_ns()
+                        self._arrivals.write("".join(f"{now},{name},{item['ts']}\n" for item in page.items))
+                    self.feed(name, page.items)
+                    if len(page.items) == READ_BATCH:
+                        self._mark_dirty(name)  # there is more; read it next round, after yielding
+                        continue
+                # All received input is in the unit; the producer may promise that nothing older will come.
+                upstream_wm = stream.meta.get("wm")
+                if isinstance(upstream_wm, int) and not stream.behind:
+                    self._handle(self.unit.promise(name, upstream_wm))
             now = time.monotonic()
             if now >= next_tick:
                 # Inputs still catching up with their publisher are slow, not quiet; so are inputs whose
@@ -163,12 +170,18 @@ class OrderedComponent(Component):
                 ]
                 self._handle(self.unit.tick(now, busy))
                 next_tick = now + TICK_S
-            if not self._wake.is_set():
+                for name in self.ctx.inputs:  # a safety net: every input is looked at on each tick
+                    self._dirty.setdefault(name)
+            if not self._dirty:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(max(0.0, next_tick - now)):
                         await self._wake.wait()
             else:
                 await asyncio.sleep(0)  # let the pull tasks and HTTP handlers run
+
+    def _mark_dirty(self, name: str) -> None:
+        self._dirty[name] = None
+        self._wake.set()
 
     def feed(self, stream: str, events: list[Tuple]) -> None:
         """Push one input's new events through the unit (also usable offline, in tests)."""
@@ -197,10 +210,18 @@ class OrderedComponent(Component):
         self._meta_at, self._published_k = now, self.unit.k
         meta = self.unit.meta()
         limit = self.unit.release_limit
-        if limit is not None:
-            meta["wm"] = limit - self.max_backdate_ps
-        for output in self.ctx.outputs.values():
+        for name, output in self.ctx.outputs.items():
+            if limit is not None:
+                meta["wm"] = self.watermark(name, limit)
             output.update_meta(meta)
+
+    def watermark(self, output: str, limit: int) -> int:
+        """The ``ts`` below which ``output`` gets no more tuples, now that input below ``limit`` is processed.
+
+        The default trusts ``max_backdate_ps``; a component that knows exactly
+        what it still owes an output can promise more, so downstream waits less.
+        """
+        return limit - self.max_backdate_ps
 
     def process(self, events: list[Tuple]) -> None:
         """Handle events in ``ts`` order (late ones included under ``deliver``)."""

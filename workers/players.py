@@ -71,7 +71,8 @@ class PlayerAverage(OrderedComponent):
     type_name = "player_average"
     own_params = ("players",)
     # A slot's tuple (ts = its end B) goes out when the player's next row arrives, i.e. up to one
-    # sample gap after B. The output watermark must not promise past that (docs/ordering.md).
+    # sample gap after B. The output watermark must not promise past that (docs/ordering.md);
+    # ``watermark`` below is exact for players who send, and falls back on this for silent ones.
     max_backdate_ps = 100 * PS_PER_MS
 
     @classmethod
@@ -166,6 +167,22 @@ class PlayerAverage(OrderedComponent):
         self._out[player].append(
             {"ts": boundary, "player": player, "x": sx / n, "y": sy / n, "z": sz / n, "v": sv / n, "a": sa / n}
         )
+
+    def watermark(self, output: str, limit: int) -> int:
+        """Exact for a player who is sending: nothing below the boundary of their pending slot is owed.
+
+        A player's next tuple has ``ts`` = the end of the slot of their last
+        row (or a later boundary, or none before their first row), so that
+        boundary is a safe promise. A player silent for longer than the
+        back-date allowance must not stall downstream: their promise falls
+        back to ``limit - max_backdate_ps``, as for any other component.
+        """
+        if output not in self._slot:  # e.g. the late-events stream
+            return super().watermark(output, limit)
+        slot = self._slot[output]
+        if slot is None:
+            return limit
+        return max(limit - self.max_backdate_ps, min(limit, (slot + 1) * SLOT_PS))
 
     def counters(self) -> dict[str, Any]:
         return {
