@@ -51,12 +51,15 @@ def lines(
     logx: bool = False,
     logy: bool = False,
     hline: tuple[float, str] | None = None,
+    styles: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """One line per series; points without a value (None or NaN) are left out."""
+    """One line per series (``styles``: extra `Axes.plot` arguments per label); points without a value
+    (None or NaN) are left out."""
     for label, points in series.items():
         pts = [(x, y) for x, y in points if y is not None and y == y]
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
+                    **(styles or {}).get(label, {}))
     if hline is not None:
         ax.axhline(hline[0], color="grey", linestyle="--", linewidth=1, label=hline[1])
     if logx:
@@ -147,9 +150,13 @@ def network(summary: dict[str, Any], path: Path) -> Path:
     paths = list(dict.fromkeys(p for ph in phases for p in ph["paths"]))
     series = {f"{p} {q[:3]}": [(ph["latency_ms"], ph["paths"][p][q]) for ph in phases if p in ph["paths"]]
               for p in paths for q in ("p50_ms", "p99_ms")}
+    styles = {f"{p} {q}": {"color": f"C{k}", "linestyle": style}  # a colour per path, p99 dashed
+              for k, p in enumerate(paths) for q, style in (("p50", "-"), ("p99", "--"))}
     fig, [ax] = figure()
     lines(ax, "Query delay vs added one-way latency per link", "added latency per proxied link (ms)",
-          "query delay (ms)", series)
+          "query delay (ms)", series, styles=styles)
+    latencies = sorted({ph["latency_ms"] for ph in phases})
+    ax.set_xticks(latencies, [f"{x:g}" for x in latencies])
     return save(fig, path)
 
 
