@@ -106,7 +106,7 @@ class Repeater(Component):
             target.update_meta(source.meta)  # epoch and K notices pass through unchanged
             page = source.buffer.read(position, oldest=REPEAT_BATCH)
             if not page.items:
-                await source.buffer.wait_beyond(position, IDLE_WAIT_S)
+                await source.buffer.wait_beyond(position, IDLE_WAIT_S, meta=True)
                 continue
             for index, item in zip(page.indices, page.items, strict=True):
                 target.append(item, index)

@@ -99,6 +99,7 @@ class StreamSubscriber:
         retry_backoff_s: tuple[float, float] = (0.05, 1.0),
         session: aiohttp.ClientSession | None = None,
         local: LocalPublishers | None = None,
+        wake_on_meta: bool = False,
     ) -> None:
         self.stream = stream
         self.repository = parse_address(repository)
@@ -120,6 +121,7 @@ class StreamSubscriber:
         self._failed: set[str] = set()
         self._session = session
         self._local = local
+        self.wake_on_meta = wake_on_meta  # long polls also end on producer meta changes (K, wm)
         self._owns_session = session is None
         self._backoff = retry_backoff_s[0]
         self._lagging = 0
@@ -192,6 +194,8 @@ class StreamSubscriber:
             params = {"s": self.stream, "i": str(self.position), "n": str(self.page_size)}
             if self.max_wait_ms:
                 params["w"] = str(self.max_wait_ms)
+            if self.wake_on_meta:
+                params["m"] = "1"
         serve = self._local.lookup(source.host, source.port) if self._local is not None else None
         if serve is not None:
             return orjson.loads(await self._get_local(serve, source))
@@ -211,7 +215,7 @@ class StreamSubscriber:
         oldest, latest = (self.page_size, None) if self._positioned else (None, 1)
         wait_ms = self.max_wait_ms if self._positioned else 0
         try:
-            return await serve(self.stream, after, oldest, latest, wait_ms)
+            return await serve(self.stream, after, oldest, latest, wait_ms, self.wake_on_meta)
         except NotFound as exc:
             raise ValueError(f"{source.endpoint}: {exc.message}") from None
         except BadRequest as exc:

@@ -36,7 +36,7 @@ from pan.workflow import WorkerSpec
 
 READ_BATCH = 2000
 TICK_S = 0.1
-META_INTERVAL_S = 0.01  # outputs' meta (K, clk, wm) is refreshed at most this often, unless K grew
+META_INTERVAL_S = 0.005  # outputs' meta (K, clk, wm) is refreshed at most this often, unless K grew
 ORDERING_KEYS = (*PARAM_KEYS, "delay_profile", "arrival_log")
 ARRIVAL_LOG_HEADER = "arrival_ns,stream,ts\n"
 

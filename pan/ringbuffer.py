@@ -40,7 +40,8 @@ class RingBuffer(Generic[T]):
         self._first = 0  # oldest held index (valid when _next > _first)
         self._next = 0  # index the next plain append gets
         self._last_hole = -1  # newest index ever left as a hole; reads above it can slice
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[None] | None = None  # readers of data only
+        self._meta_waiter: asyncio.Future[None] | None = None  # readers of data or metadata changes
 
     # --- state -----------------------------------------------------------------
 
@@ -103,15 +104,16 @@ class RingBuffer(Generic[T]):
         self._last_hole = index - 1
 
     def poke(self) -> None:
-        """Wake waiting readers without new data, e.g. to deliver a metadata change."""
+        """Wake readers that asked to hear of metadata changes (``meta=True``), without new data."""
+        self._meta_waiter = _resolve(self._meta_waiter)
+
+    def wake_all(self) -> None:
+        """Wake every waiting reader, e.g. because the server is stopping."""
         self._wake()
 
     def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+        self._waiter = _resolve(self._waiter)
+        self._meta_waiter = _resolve(self._meta_waiter)
 
     # --- reading ---------------------------------------------------------------
 
@@ -147,17 +149,32 @@ class RingBuffer(Generic[T]):
             indices.append(index)
         return ReadResult(items, indices, self.first, self.last, missed)
 
-    async def wait_beyond(self, index: int, timeout: float) -> bool:
-        """Wait until something newer than ``index`` exists, a ``poke``, or the timeout.
+    async def wait_beyond(self, index: int, timeout: float, *, meta: bool = False) -> bool:
+        """Wait until something newer than ``index`` exists, or the timeout.
 
-        Returns whether newer data exists; a poke can end the wait without any.
+        With ``meta``, a ``poke`` (a metadata change) ends the wait too. Plain
+        clients leave it off, so a producer's frequent watermark updates do
+        not turn every client's long poll into a stream of empty answers.
+        Returns whether newer data exists.
         """
         if self._next - 1 > index:
             return True
-        if self._waiter is None or self._waiter.done():
-            self._waiter = asyncio.get_running_loop().create_future()
+        if meta:
+            if self._meta_waiter is None:
+                self._meta_waiter = asyncio.get_running_loop().create_future()
+            waiter = self._meta_waiter
+        else:
+            if self._waiter is None:
+                self._waiter = asyncio.get_running_loop().create_future()
+            waiter = self._waiter
         # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
-                await asyncio.shield(self._waiter)
+                await asyncio.shield(waiter)
         return self._next - 1 > index
+
+
+def _resolve(waiter: asyncio.Future[None] | None) -> None:
+    """Wake everyone parked on ``waiter``; the next reader gets a fresh future."""
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)

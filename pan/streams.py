@@ -29,7 +29,7 @@ def encode(record: Tuple) -> bytes:
     return bytes(memoryview(orjson.dumps(record)))
 
 
-WM_POKE_INTERVAL_S = 0.02  # a moving watermark wakes long polls at most 50 times a second
+WM_POKE_INTERVAL_S = 0.005  # a moving watermark wakes (meta-waiting) long polls at most 200 times a second
 
 
 def _k_grew(old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -165,9 +165,8 @@ class InputStream:
         grew = _k_grew(self.meta, meta)
         moved = _wm_moved(self.meta, meta)
         self.meta = meta
-        if grew:
-            self.buffer.poke()
         if grew or moved:
+            self.buffer.poke()  # a repeater waiting on this buffer passes the news on
             self._notify()
 
     def add(self, tuples: list[Tuple]) -> None:

@@ -37,6 +37,7 @@ from pan.web import (
     NotFound,
     json_response,
     make_app,
+    query_bool,
     query_int,
     query_str,
     raw_json_response,
@@ -115,7 +116,7 @@ class Worker:
         if self.local is not None:  # first, so that neighbours fail over exactly as over HTTP
             self.local.unregister(self.spec.host, self.server.port)
         for output in self.outputs.values():
-            output.buffer.poke()  # answer pending long polls now rather than at their timeout
+            output.buffer.wake_all()  # answer pending long polls now rather than at their timeout
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -203,6 +204,7 @@ class Worker:
             exclude=(self.endpoint,),
             session=self._session,
             local=self.local,
+            wake_on_meta=True,  # K notices and watermarks must reach this worker's ordering unit at once
         )
         self.subscribers[name] = subscriber
         while True:
@@ -249,12 +251,15 @@ class Worker:
         latest = query_int(q, "l", minimum=1, maximum=MAX_PAGE)
         oldest = query_int(q, "n", minimum=1, maximum=MAX_PAGE)
         wait_ms = query_int(q, "w", default=0, minimum=0, maximum=MAX_WAIT_MS)
+        wake_on_meta = query_bool(q, "m")
         if latest is not None and oldest is not None:
             raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
         assert name is not None and after is not None and wait_ms is not None
-        return raw_json_response(await self.serve_data(name, after, oldest, latest, wait_ms))
+        return raw_json_response(await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta))
 
-    async def serve_data(self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int) -> bytes:
+    async def serve_data(
+        self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool
+    ) -> bytes:
         """The `/data` answer body for validated parameters (HTTP and in-process subscribers)."""
         stream = self.outputs.get(name)
         if stream is None:
@@ -262,7 +267,7 @@ class Worker:
         if latest is None and oldest is None:
             oldest = DEFAULT_PAGE
         if wait_ms and stream.buffer.last <= after:
-            await stream.buffer.wait_beyond(after, wait_ms / 1000)
+            await stream.buffer.wait_beyond(after, wait_ms / 1000, meta=wake_on_meta)
         return stream.render(after, oldest=oldest, latest=latest)
 
     def describe(self) -> dict[str, Any]:

@@ -109,3 +109,16 @@ async def test_many_waiters_wake_on_one_append() -> None:
     await asyncio.sleep(0.01)
     buf.append(7)
     assert all(await asyncio.gather(*waiters))
+
+
+async def test_poke_wakes_only_readers_that_wait_for_metadata() -> None:
+    buf: RingBuffer[int] = RingBuffer(8)
+    data_only = asyncio.create_task(buf.wait_beyond(-1, timeout=5.0))
+    with_meta = asyncio.create_task(buf.wait_beyond(-1, timeout=5.0, meta=True))
+    await asyncio.sleep(0.01)
+    buf.poke()
+    assert await asyncio.wait_for(with_meta, 1.0) is False  # woken, but there is no new data
+    await asyncio.sleep(0.05)
+    assert not data_only.done()
+    buf.wake_all()
+    assert await asyncio.wait_for(data_only, 1.0) is False

@@ -72,6 +72,21 @@ async def test_long_poll_returns_as_soon_as_data_arrives(worker: Worker) -> None
     assert elapsed < 5.0  # far below the 10 s wait: it returned on arrival, not on timeout
 
 
+async def test_meta_change_ends_only_long_polls_that_ask_for_it(worker: Worker) -> None:
+    fill(worker, "S", 1)
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.1, worker.outputs["S"].update_meta, {"k": 7})
+    started = time.monotonic()
+
+    async def timed(**params: object) -> tuple[float, dict]:
+        _, answer = await get_json(data_url(worker), s="S", i=0, **params)
+        return time.monotonic() - started, answer
+
+    (meta_s, with_meta), (plain_s, plain) = await asyncio.gather(timed(w=10_000, m=1), timed(w=1500))
+    assert with_meta["tuples"] == [] and with_meta["meta"]["k"] == 7 and meta_s < 1.0
+    assert plain["tuples"] == [] and plain_s >= 1.4  # ran to its timeout: a K change is not data
+
+
 async def test_long_poll_times_out_empty(worker: Worker) -> None:
     fill(worker, "S", 1)
     status, answer = await get_json(data_url(worker), s="S", i=0, w=100)
