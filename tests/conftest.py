@@ -17,6 +17,7 @@ import aiohttp
 import orjson
 import pytest
 
+from pan.local import LocalPublishers
 from pan.repository import RepositoryServer
 from pan.web import free_port
 from pan.worker import Worker

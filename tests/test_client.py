@@ -89,7 +89,9 @@ async def test_producer_restart_applies_the_reset_policy(repository: RepositoryS
 async def test_position_beyond_the_producers_end_is_reset(repository: RepositoryServer, workers: WorkerGroup) -> None:
     (producer,) = await workers.start(make_workflow(repository.port, [forwarder("F", ["S"])]))
     append(producer, "S", 5)
-    async with StreamSubscriber("S", ("127.0.0.1", repository.port), start=1000, max_wait_ms=50, local=workers.local) as sub:
+    async with StreamSubscriber(
+        "S", ("127.0.0.1", repository.port), start=1000, max_wait_ms=50, local=workers.local
+    ) as sub:
         got = await take(sub, 5)
     assert [t["i"] for t in got] == [0, 1, 2, 3, 4]
     assert sub.stats.resets == 1

@@ -115,7 +115,7 @@ async def post_publish(repo: RepositoryServer, body: bytes) -> tuple[int, dict]:
 async def test_post_publish_registers_many_streams_at_once(repository: RepositoryServer) -> None:
     body = b'{"s": ["A", "B", "C"], "h": "127.0.0.1", "p": 9005, "rep": true, "lvl": 2, "ttl": 5000}'
     assert await post_publish(repository, body) == (200, {"status": "ok", "lease_ms": 5000, "streams": 3})
-    status, streams = await get_json(url(repository, "streams"))
+    _, streams = await get_json(url(repository, "streams"))
     entry = [{"host": "127.0.0.1", "port": 9005, "rep": True, "lvl": 2}]
     assert streams == {"streams": {"A": entry, "B": entry, "C": entry}}
 

@@ -28,8 +28,13 @@ def sensor_files(data_dir: Path, sids: list[int]) -> list[str]:
     return [str(data_dir / f"SENSOR{sid}.csv") for sid in sids if (data_dir / f"SENSOR{sid}.csv").is_file()]
 
 
-def read_rows(spark: Any, data_dir: Path, sids: list[int]) -> Any:
-    """Valid rows (sid, ts, x, y, z, v, a, pos) of ``sids``; ``pos`` orders equal ts of a sensor by file order."""
+def read_rows(spark: Any, data_dir: Path, sids: list[int], fields: tuple[str, ...] = ROW_FIELDS[:7],
+              nonnegative: bool = True) -> Any:
+    """Valid rows (``fields``, pos) of ``sids``; ``pos`` orders equal ts of a sensor by file order.
+
+    A row is valid when every one of ``fields`` is an integer and, with ``nonnegative``
+    (the player average's rule), ``v >= 0`` and ``a >= 0``.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StructField, StructType
 
@@ -40,11 +45,13 @@ def read_rows(spark: Any, data_dir: Path, sids: list[int]) -> Any:
     df = spark.read.csv(files, schema=schema, header=False, mode="PERMISSIVE")
     # Blocks of one file are read sequentially by one task each: (block start, id) is file order.
     pos = F.struct(F.col("_metadata.file_block_start").alias("block"), F.monotonically_increasing_id().alias("id"))
-    df = df.select(*ROW_FIELDS[:7], pos.alias("pos"))
-    ok = F.lit(True)
-    for name in ROW_FIELDS[:7]:
+    df = df.select(*fields, pos.alias("pos"))
+    ok = F.col("sid").isin(sids)
+    for name in fields:
         ok = ok & F.col(name).isNotNull()
-    return df.where(ok & (F.col("v") >= 0) & (F.col("a") >= 0) & F.col("sid").isin(sids))
+    if nonnegative:
+        ok = ok & (F.col("v") >= 0) & (F.col("a") >= 0)
+    return df.where(ok)
 
 
 def player_average(spark: Any, rows: Any, entities: list[str]) -> Any:
