@@ -188,3 +188,20 @@ def test_generated_match(match: dict[str, Any]) -> None:
     c = comp.counters()
     assert c["bad"] == c["foreign"] == c["gaps"] == 0
     assert PLAYERS  # all 16 are covered by the running test; three keep this one quick
+
+
+@pytest.mark.parametrize("size", [1, 104, 6400])
+def test_cells_are_encoded_exactly_as_orjson_writes_the_full_list(size: int) -> None:
+    import random
+
+    import orjson
+
+    from workers.heatmap import encode_cells
+
+    rng = random.Random(size)
+    for touched in (0, 1, size // 7, size):
+        shares = {c: rng.random() * 10 ** rng.randint(-14, 2) for c in rng.sample(range(size), touched)}
+        full = [0.0] * size
+        for c, v in shares.items():
+            full[c] = v
+        assert encode_cells(shares, size) == orjson.dumps(full)
