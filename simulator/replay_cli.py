@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from pan.replay import replay
-from pan.workflow import WorkflowError, load_workflow
+from pan.workflow import WorkflowError, load_workflow, on_free_ports
 from simulator.impair import ImpairProfile, ProfileError
 from simulator.simulate import SimulateError, SimulateOptions, simulate
 
@@ -33,12 +33,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--to", dest="to_ts", type=int, metavar="TS")
     p.add_argument("--skip-halftime", action="store_true")
     p.add_argument("--quiet-s", type=float, default=6.0, help="outputs quiet this long after the data = done")
+    p.add_argument("--free-ports", action="store_true",
+                   help="move the repository and every worker to free ports (OUTDIR/workflow.json), so that "
+                   "several replays can run on one machine")
     p.set_defaults(handler=run)
+
+
+def moved_to_free_ports(path: Path, out_dir: Path) -> Path:
+    """A copy of the workflow on free ports, written next to the recording."""
+    load_workflow(path)  # a broken file is reported as such before anything is moved
+    data = orjson.loads(path.read_bytes())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    moved = out_dir / "workflow.json"
+    moved.write_bytes(orjson.dumps(on_free_ports(data), option=orjson.OPT_INDENT_2))
+    return moved
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        workflow = load_workflow(args.workflow)
+        workflow_path = moved_to_free_ports(Path(args.workflow), args.record) if args.free_ports else args.workflow
+        workflow = load_workflow(workflow_path)
         impair = ImpairProfile.load(args.impair) if args.impair else None
     except (WorkflowError, ProfileError, OSError) as exc:
         print(f"pan replay: {exc}", file=sys.stderr)
@@ -60,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         return (await simulate(options)).as_dict()
 
     try:
-        result = asyncio.run(replay(Path(args.workflow), workflow, feed, args.record, quiet_s=args.quiet_s))
+        result = asyncio.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s))
     except (SimulateError, RuntimeError) as exc:
         print(f"pan replay: {exc}", file=sys.stderr)
         return 1

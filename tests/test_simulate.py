@@ -314,3 +314,32 @@ async def test_all_sensors_60_s_at_speedup_10_arrive_once_in_order(processes, tm
                 assert status == 200 and page["missed"] == 0
                 got.extend(t["ts"] for t in page["tuples"])
             assert got == want, stream
+
+
+def test_replay_cli_on_free_ports_records_every_row(tmp_path: Path) -> None:
+    """`pan replay --free-ports` moves the shipped workflow off its fixed ports and records everything."""
+    import subprocess
+
+    split = tmp_path / "split"
+    split.mkdir()
+    rows = ROOT.joinpath("workflows", "data", "demo_rows.csv").read_text().splitlines()
+    by_sensor: dict[str, list[str]] = {}
+    for row in rows:
+        by_sensor.setdefault(row.split(",", 1)[0], []).append(row)
+    for sid, lines in by_sensor.items():
+        (split / f"SENSOR{sid}.csv").write_text("\n".join(sorted(lines, key=lambda r: int(r.split(",")[1]))) + "\n")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "pan", "replay", str(ROOT / "workflows" / "demo_forwarding.json"), "--data", str(split),
+         "--record", str(out), "--free-ports", "--quiet-s", "1"],
+        capture_output=True, timeout=120, check=False, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    report = orjson.loads(done.stdout)
+    moved = orjson.loads((out / "workflow.json").read_bytes())
+    shipped = orjson.loads((ROOT / "workflows" / "demo_forwarding.json").read_bytes())
+    assert moved["repository"]["port"] != shipped["repository"]["port"]
+    assert report["sent"] == len(rows)
+    assert sum(report["streams"].values()) == len(rows)
+    assert all(len((out / f"SENSOR{sid}.jsonl").read_bytes().splitlines()) == len(lines)
+               for sid, lines in by_sensor.items())
