@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "network": "benchmarks.network",
     "query-delay": "benchmarks.query_delay",
     "distribution": "benchmarks.distribution",
+    "replay": "benchmarks.replay_bench",
 }
 
 

@@ -186,3 +186,16 @@ def clients_plot(title: str, systems: dict[str, list[dict[str, Any]]], path: Pat
           {label: [(p["clients"], p["p99_ms"]) for p in pts] for label, pts in systems.items()}, logx=True,
           logy=True, hline=(p99_target_ms, f"target {p99_target_ms:g} ms") if p99_target_ms else None)
     return save(fig, path)
+
+
+def replay(results: dict[str, Any], path: Path) -> Path:
+    """`pan bench replay`: CPU seconds per process, one panel per layout ({runs: {layout: {title, processes}}})."""
+    runs = list(results["runs"].values())
+    fig, axes = figure(len(runs))
+    for ax, run in zip(axes, runs, strict=True):
+        names = [p["process"] for p in run["processes"]][::-1]  # top to bottom in table order
+        ax.barh(range(len(names)), [p["cpu_s"] for p in run["processes"]][::-1], color="C0")
+        ax.set_yticks(range(len(names)), names, fontsize=7)
+        decorate(ax, f"CPU per process, {run['title']}: {run['cpu_total_s']:.0f} s in all, "
+                 f"{run['rows_per_s']:,.0f} rows/s", "CPU seconds (user + system)", "")
+    return save(fig, path)

@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_replay_arguments(p: argparse.ArgumentParser, quick_help: str) -> None:
     """Options shared with `pan bench distribution` (same data preparation and report)."""
-    p.add_argument("--minutes", type=float, default=1.0, help="minutes of match to replay in real time")
+    p.add_argument("--minutes", type=float, default=1.0, help="minutes of match to generate (seed 2013)")
     p.add_argument("--data", type=Path, help="a `pan split` folder to use instead of generating one")
     p.add_argument("--quick", action="store_true", help=quick_help)
     p.add_argument("--write", type=Path, help="update this markdown report (e.g. docs/benchmarks.md); "

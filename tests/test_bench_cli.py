@@ -1,4 +1,4 @@
-"""Smoke tests of `pan bench fanout|redis|network|distribution` in their quickest modes, and of the plots:
+"""Smoke tests of `pan bench fanout|redis|network|distribution|replay` in their quickest modes, and of the plots:
 structure, not numbers."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from benchmarks import common, distribution, network, plots, query_delay
+from benchmarks import common, distribution, network, plots, query_delay, replay_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ POINT_KEYS = {"clients", "delivered_per_s", "p50_ms", "p99_ms", "client_p99_wors
 def test_bench_group_lists_its_benchmarks() -> None:
     out = subprocess.run([sys.executable, "-m", "pan", "bench", "--help"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
-    for name in ("fanout", "redis", "network", "query-delay", "distribution"):
+    for name in ("fanout", "redis", "network", "query-delay", "distribution", "replay"):
         assert name in out
 
 
@@ -118,6 +118,9 @@ def test_plots_draw_valid_pngs_from_results(tmp_path: Path) -> None:
         plots.network({"config": {"bandwidth_mbit": 100}, "phases": [
             {"latency_ms": lat, "bandwidth_mbit": 100, "paths": {"direct": delays["B2"]}} for lat in (0, 20)]},
             tmp_path / "net.png"),
+        plots.replay({"runs": {layout: {"title": layout, "cpu_total_s": 3.0, "rows_per_s": 9000.0, "processes": [
+            {"process": "replay driver", "cpu_s": 1.0}, {"process": "peer1", "cpu_s": 2.0}]}
+            for layout in ("by_peer", "by_worker")}}, tmp_path / "replay.png"),
     ]
     assert all(is_png(path) for path in drawn)
 
@@ -156,3 +159,35 @@ def test_query_delay_quick_writes_table_and_plot(tmp_path: Path) -> None:
     assert summary["SENSOR105"]["count"] > 0
     assert f"](img/{query_delay.SECTION}.png)" in report.read_text()
     assert is_png(tmp_path / "img" / f"{query_delay.SECTION}.png")
+
+
+def test_replay_bench_names_processes_and_puts_every_worker_on_its_own_peer(tmp_path: Path) -> None:
+    pan = [sys.executable, "-m", "pan"]
+    peer = [*pan, "peer", "wf.json", "--name", "Heat maps team A"]
+    assert replay_bench.classify(peer) == ("peer", "Heat maps team A")
+    assert replay_bench.classify([*pan, "replay", "wf.json", "--data", "d"]) == ("driver", "replay driver")
+    assert replay_bench.classify([*pan, "run", "wf.json"])[0] == "launcher"
+    assert replay_bench.classify([*pan, "repository", "--port", "1"])[0] == "repository"
+    assert replay_bench.classify(["/usr/bin/java", "-jar", "x"]) == ("other", "java")
+    source = ROOT / "workflows" / "full_game_3_peers.json"
+    split = replay_bench.workers_by_peer(replay_bench.one_worker_per_peer(source, tmp_path / "wf.json"))
+    names = [w for workers in replay_bench.workers_by_peer(source).values() for w in workers]
+    assert split == {name: [name] for name in names} and len(names) > 3
+
+
+@pytest.mark.slow
+def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
+    report = tmp_path / "benchmarks.md"
+    summary = bench("replay", "--quick", "--write", str(report), timeout=300)
+    assert summary["benchmark"] == "replay" and summary["machine"]["cores"] >= 1
+    [run] = summary["runs"].values()
+    assert set(run) >= {"title", "peers", "input_rows", "event_time_s", "feed_s", "rows_per_s", "real_time_multiple",
+                        "target_rows_per_s", "target_met", "cpu_total_s", "processes"}
+    assert run["input_rows"] > 0 and run["feed_s"] > 0 and run["event_time_s"] > 0
+    kinds = [p["kind"] for p in run["processes"]]
+    assert kinds[:3] == ["driver", "launcher", "repository"] and kinds.count("peer") == run["peers"] == 3
+    assert all(p["workers"] for p in run["processes"] if p["kind"] == "peer")
+    assert abs(sum(p["cpu_s"] for p in run["processes"]) - run["cpu_total_s"]) < 0.1
+    text = report.read_text()
+    assert f"<!-- {replay_bench.SECTION}:start -->" in text and f"](img/{replay_bench.SECTION}.png)" in text
+    assert is_png(tmp_path / "img" / f"{replay_bench.SECTION}.png")
