@@ -29,7 +29,8 @@ def encode(record: Tuple) -> bytes:
     return bytes(memoryview(orjson.dumps(record)))
 
 
-WM_POKE_INTERVAL_S = 0.005  # a moving watermark wakes (meta-waiting) long polls at most 200 times a second
+WM_POKE_INTERVAL_S = 0.005  # a moving watermark wakes (meta-waiting) long polls at most 200 times a second,
+WM_QUIET_S = 0.01  # and only once the stream has appended nothing for this long: busy streams carry wm in their data
 
 
 def _k_grew(old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -54,6 +55,8 @@ class OutputStream:
         self.requests = 0
         self._name_json = orjson.dumps(name)
         self._wm_poked_at = 0.0
+        self._appended_seen = 0
+        self._data_at = 0.0
 
     @property
     def next_index(self) -> int:
@@ -88,14 +91,20 @@ class OutputStream:
 
         A grown K must travel before the late events it announces; a moved
         watermark (``wm``) lets downstream units advance past a quiet stream.
+        A stream that is appending needs no watermark pokes: every answer
+        carries the current meta, and each poke costs every meta-waiting
+        subscriber a round trip.
         """
         grew = _k_grew(self.meta, meta)
         moved = _wm_moved(self.meta, meta)
         self.meta.update(meta)
+        now = time.monotonic()
+        if self.appended != self._appended_seen:  # data went out: it carried the meta with it
+            self._appended_seen, self._data_at = self.appended, now
         if grew:
             self.buffer.poke()
-        elif moved and time.monotonic() - self._wm_poked_at >= WM_POKE_INTERVAL_S:
-            self._wm_poked_at = time.monotonic()
+        elif moved and now - self._data_at >= WM_QUIET_S and now - self._wm_poked_at >= WM_POKE_INTERVAL_S:
+            self._wm_poked_at = now
             self.buffer.poke()
 
     def reset(self, meta: dict[str, Any]) -> None:
