@@ -1,8 +1,10 @@
 """Spark batch reference (`pan reference`): hand-made exact cases, and equality with the streaming components.
 
-The comparison runs the streaming player_average, running and heatmap offline
+The comparison runs the streaming player_average, running and heatmap, and the
+Q2 chain active_ball -> ball_hits -> player/team possession, offline
 (tests/harness.py) on a generated match and checks every recorded tuple against
-the batch output: ints exactly, floats within 1e-9 relative.
+the batch output: ints exactly, floats within 1e-9 relative. Q2's hand-made
+cases are in tests/test_reference_q2.py.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
@@ -210,6 +213,71 @@ def streaming_outputs(full_game: Path) -> dict[str, list[dict[str, Any]]]:
     return {name: tuples for name, tuples in out.items() if not name.endswith("_late")}
 
 
+def sensor_array(split: Path, sids: list[int]) -> np.ndarray:
+    """Rows of ``sids`` from a split folder, in (ts, position in ``sids``, file) order: the ordering units' order."""
+    parts = [np.loadtxt(split / f"SENSOR{sid}.csv", delimiter=",", dtype=np.int64, ndmin=2).reshape(-1, 13)
+             for sid in sids if (split / f"SENSOR{sid}.csv").is_file()]
+    if not parts:
+        return np.empty((0, 13), dtype=np.int64)
+    rows = np.concatenate(parts)
+    rank = np.searchsorted(np.sort(sids), rows[:, 0])
+    order = np.argsort(sids)[rank]  # position of each row's sensor in ``sids``
+    return rows[np.lexsort((order, rows[:, 1]))]  # stable: file order within a sensor
+
+
+def interruptions_fed(split: Path, heartbeats: bool = True) -> list[dict[str, Any]]:
+    """The INTERRUPTIONS stream exactly as `pan simulate` feeds it (begin/end, heartbeats every 100 ms)."""
+    from simulator.simulate import HEARTBEAT_PS
+    from simulator.sources import first_ts, interruption_lines, last_ts, sensor_files
+
+    files = sensor_files(split)
+    beat = (first_ts(split, files), last_ts(split, files), HEARTBEAT_PS) if heartbeats else None
+    events = [orjson.loads(line) for line in interruption_lines(split / "interruptions.csv", beat)]
+    return [{k: v for k, v in ev.items() if k != "stream"} for ev in events]
+
+
+def q2_streaming_outputs(split: Path, heartbeats: bool = True) -> dict[str, list[dict[str, Any]]]:
+    """active_ball -> ball_hits -> player/team possession over a split folder, offline.
+
+    Each component gets its inputs merged in (ts, input position) order, chunk by
+    chunk, as its ordering unit delivers them when nothing is late.
+    """
+    from tests.ballgame import Reader, as_events, merge
+    from tests.harness import build_component
+    from workers.debs import BALLS, PLAYER_SENSORS
+
+    active = build_component("active_ball", buffer_size=2_000_000)
+    hits = build_component("ball_hits", buffer_size=100_000)
+    possession = [build_component(t, buffer_size=2_000_000) for t in ("player_possession", "team_possession")]
+    readers = Reader(active, "ACTIVEBALL"), Reader(hits, "BALLHITS")
+    balls = sensor_array(split, list(BALLS))
+    players = sensor_array(split, [sid for sids in PLAYER_SENSORS.values() for sid in sids])
+    inter = interruptions_fed(split, heartbeats)
+    out: dict[str, list[dict[str, Any]]] = {"ACTIVEBALL": [], "BALLHITS": []}
+    firsts = [int(rows[0, 1]) for rows in (balls, players) if len(rows)] + [ev["ts"] for ev in inter[:1]]
+    lasts = [int(rows[-1, 1]) for rows in (balls, players) if len(rows)]
+    lo, n = min(firsts, default=0), 0
+    while lo <= max(lasts, default=lo - 1):
+        hi = lo + 5 * PS_PER_S
+        active.process(as_events(balls[(balls[:, 1] >= lo) & (balls[:, 1] < hi)]))
+        ab = readers[0].new()
+        hits.process(merge(as_events(players[(players[:, 1] >= lo) & (players[:, 1] < hi)]), ab))
+        new_hits = readers[1].new()
+        start = n
+        while n < len(inter) and inter[n]["ts"] < hi:
+            n += 1
+        chunk = merge(inter[start:n], new_hits, ab)
+        for comp in possession:
+            comp.process(chunk)
+        out["ACTIVEBALL"] += ab
+        out["BALLHITS"] += new_hits
+        lo = hi
+    for comp in possession:
+        comp.process(inter[n:])
+        out.update({name: output_tuples(comp, name) for name in comp.ctx.outputs if not name.endswith("_late")})
+    return out
+
+
 def compare(streaming: dict[str, list[dict[str, Any]]], reference: Path, only_these: bool = False) -> dict[str, int]:
     """Tuple-by-tuple comparison; fails at the first difference with stream, index and field."""
     files = {p.stem for p in reference.glob("*.jsonl")}
@@ -231,17 +299,22 @@ def compare(streaming: dict[str, list[dict[str, Any]]], reference: Path, only_th
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
     from pan.split import split
     from workers.reference import run_reference
+    from workers.reference_q2 import q2_streams
 
     assert main(["generate", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
     split(tmp_path / "gen" / "full-game", tmp_path / "split")
     summary = run_reference(spark, tmp_path / "split", tmp_path / "ref")
-    stats = compare(streaming_outputs(tmp_path / "gen" / "full-game"), tmp_path / "ref")
-    assert stats["streams"] == 17 + 16 * 6 + 16 * 16
+    streaming = streaming_outputs(tmp_path / "gen" / "full-game") | q2_streaming_outputs(tmp_path / "split")
+    stats = compare(streaming, tmp_path / "ref")
+    assert stats["streams"] == 17 + 16 * 6 + 16 * 16 + 2 + 16 + 10
     assert stats["tuples"] == summary["tuples"] > 300_000
-    print(stats)
+    q2 = {s: len(streaming[s]) for s in q2_streams()}
+    assert q2["BALLHITS"] > 50 and q2["ACTIVEBALL"] > 100_000 and q2["BP_wholeGame_A"] > 1000
+    print(stats, q2)
 
 
 def test_close_is_strict_about_types_and_tolerance() -> None:

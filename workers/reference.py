@@ -1,15 +1,17 @@
-"""Spark batch reference for the player averages, Q1 and Q3 (issue 5, item 4).
+"""Spark batch reference for the player averages and Q1 to Q3 (issue 5, item 4).
 
 Reads a ``pan split`` folder and writes ``OUTDIR/<stream>.jsonl`` exactly as the
 streaming recorder does (one ``orjson`` object per line, ``i`` first, then the
 tuple's fields in the component's order), so a test can compare the streaming
 outputs with these tuple by tuple. It is an independent implementation of
-docs/q1-q3.md: only ``workers/debs.py`` facts are shared with the components.
+docs/q1-q3.md and of the Q2 rules (workers/reference_q2.py): only
+``workers/debs.py`` facts are shared with the components.
 
-Every stream belongs to one player, so each stream is written whole by one
-task (its ``i`` counted there, in ts order); the files go straight from the
-executors to OUTDIR, which on a cluster must be a shared folder. A task that is
-retried rewrites its streams from scratch (temporary file, then rename).
+Each stream is written whole by one task (its ``i`` counted there, in ts
+order); the files go straight from the executors to OUTDIR, which on a cluster
+must be a shared folder. A task that is retried rewrites its streams from
+scratch (temporary file, then rename). The Q2 streams other than ACTIVEBALL
+are small and come out of a sequential step in the driver, which writes them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import orjson
 from workers.debs import PLAYERS, REFEREE, SENSOR_OWNER, WINDOWS
 from workers.reference_players import player_average, read_rows
 from workers.reference_q1 import BANDS, counted_parts, run_aggregates, run_current
+from workers.reference_q2 import AB_FIELDS, BP_FIELDS, HEARTBEAT_MS, HIT_FIELDS, KEY, TEAM_FIELDS, q2, q2_streams
 from workers.reference_q3 import GRIDS, HM_WINDOWS, boundaries_reached, cell_seconds, heatmap_rows
 
 ENTITIES = [*PLAYERS, REFEREE]
@@ -39,7 +42,7 @@ def expected_streams(windows: list[str], hm_windows: list[str], grids: list[str]
     """Every stream the full-game workflow records for these queries (the files to create, maybe empty)."""
     run = [s for p in PLAYERS for s in (f"RUN_{p}", *(f"RUNAGG_{w}_{p}" for w in windows))]
     hm = [f"HM_{w}_{g}_{p}" for p in PLAYERS for w in hm_windows for g in grids]
-    return [*ENTITIES, *run, *hm]
+    return [*ENTITIES, *run, *hm, *q2_streams()]
 
 
 class _StreamFiles:
@@ -96,17 +99,30 @@ def _write_heatmaps(out_dir: str, emissions: dict[str, int], windows: list[str],
     yield from files.counts.items()
 
 
-def write_sorted(df: Any, out_dir: Path, fields: tuple[str, ...]) -> dict[str, int]:
-    """Write a DataFrame with a ``stream`` column and ``fields``, one file per stream, in ts order."""
+def write_sorted(df: Any, out_dir: Path, fields: tuple[str, ...], order: tuple[str, ...] = ("ts",)) -> dict[str, int]:
+    """Write a DataFrame with a ``stream`` column and ``fields``, one file per stream, in ``order``."""
     n = max(1, min(64, df.sparkSession.sparkContext.defaultParallelism * 4))
-    ordered = df.repartition(n, "stream").sortWithinPartitions("stream", "ts")
+    ordered = df.repartition(n, "stream").sortWithinPartitions("stream", *order)
     return dict(ordered.rdd.mapPartitions(partial(_write_rows, str(out_dir), fields)).collect())
+
+
+def write_streams(out_dir: Path, streams: dict[str, list[dict[str, Any]]], fields: tuple[str, ...]) -> dict[str, int]:
+    """Write tuples held in the driver, one file per stream (in the given order)."""
+    files = _StreamFiles(str(out_dir))
+    for stream, tuples in streams.items():
+        for t in tuples:
+            files.write(stream, {k: t[k] for k in fields})
+    files.close()
+    return files.counts
 
 
 def run_reference(spark: Any, data_dir: str | Path, out_dir: str | Path, *, windows: list[str] | None = None,
                   hm_windows: list[str] | None = None, grids: list[str] | None = None,
-                  agg_period_ms: int = 20) -> dict[str, Any]:
-    """Compute the player averages, Q1 and Q3 of a split folder into ``out_dir``; returns a summary."""
+                  agg_period_ms: int = 20, heartbeat_ms: int = HEARTBEAT_MS) -> dict[str, Any]:
+    """Compute the player averages and Q1 to Q3 of a split folder into ``out_dir``; returns a summary.
+
+    ``heartbeat_ms`` is the period of the INTERRUPTIONS heartbeats the simulator feeds (0: none).
+    """
     started = time.monotonic()
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     windows = list(windows or WINDOWS)
@@ -125,6 +141,11 @@ def run_reference(spark: Any, data_dir: str | Path, out_dir: str | Path, *, wind
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(spark, data_dir)))
     try:
         summary = _run(spark, rows, out_dir, windows, hm_windows, grids, agg_period_ms, counts, seconds)
+        t = time.monotonic()
+        q2_summary = run_q2(spark, data_dir, out_dir, heartbeat_ms)
+        seconds["q2"] = time.monotonic() - t
+        counts |= q2_summary.pop("counts")
+        summary |= {**q2_summary, "tuples": sum(counts.values())}
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
     return {
@@ -180,3 +201,23 @@ def _run(spark: Any, rows: Any, out_dir: Path, windows: list[str], hm_windows: l
     for df in (pa, pt):
         df.unpersist()
     return {"tuples": sum(counts.values())}
+
+
+def run_q2(spark: Any, data_dir: str | Path, out_dir: str | Path, heartbeat_ms: int = HEARTBEAT_MS) -> dict[str, Any]:
+    """Compute Q2 of a split folder into ``out_dir`` (existing files of its streams are replaced)."""
+    from pyspark.sql import functions as F
+
+    data_dir, out_dir = Path(data_dir), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    counts: dict[str, int] = {}
+    for stream in q2_streams():
+        (out_dir / f"{stream}.jsonl").write_bytes(b"")
+    result = q2(spark, data_dir, heartbeat_ms)
+    if result.active is not None:
+        active = result.active.withColumn("stream", F.lit("ACTIVEBALL"))
+        counts |= write_sorted(active, out_dir, AB_FIELDS, order=KEY)
+        result.active.unpersist()
+    counts |= write_streams(out_dir, {"BALLHITS": result.hits}, HIT_FIELDS)
+    counts |= write_streams(out_dir, result.players, BP_FIELDS)
+    counts |= write_streams(out_dir, result.teams, TEAM_FIELDS)
+    return {"counts": counts, "active_periods": result.periods}

@@ -1,4 +1,4 @@
-"""`pan reference`: the Spark batch reference of the player averages, Q1 and Q3.
+"""`pan reference`: the Spark batch reference of the player averages and Q1 to Q3.
 
 Spark is imported only when the job runs, so the rest of the CLI stays fast.
 """
@@ -13,15 +13,18 @@ from pathlib import Path
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
-        "reference", help="batch reference of Q1 and Q3 (Spark), recorded like `pan replay --record`",
-        description="Compute the player averages, running analysis (Q1) and heat maps (Q3) of a `pan split` "
-        "folder in batch and write OUTDIR/<stream>.jsonl in the recorder's format.",
+        "reference", help="batch reference of Q1 to Q3 (Spark), recorded like `pan replay --record`",
+        description="Compute the player averages, running analysis (Q1), ball possession (Q2: active ball, "
+        "ball hits, players' and teams' possession) and heat maps (Q3) of a `pan split` folder in batch and "
+        "write OUTDIR/<stream>.jsonl in the recorder's format.",
     )
     p.add_argument("--data", required=True, type=Path, help="`pan split` folder (SENSOR<sid>.csv)")
     p.add_argument("--out", required=True, type=Path, help="folder for <stream>.jsonl (shared by all executors)")
     p.add_argument("--master", default=None, help="Spark master URL (default: embedded local[*])")
     p.add_argument("--driver-memory", default=None, help="Spark driver memory, e.g. 2g")
     p.add_argument("--agg-period-ms", type=int, default=20, help="the running workers' agg_period_ms (default 20)")
+    p.add_argument("--heartbeat-ms", type=int, default=100,
+                   help="period of the INTERRUPTIONS heartbeats `pan simulate` feeds (default 100; 0: none)")
     p.set_defaults(handler=cmd_reference)
 
 
@@ -35,10 +38,14 @@ def cmd_reference(args: argparse.Namespace) -> int:
     if args.agg_period_ms < 20 or args.agg_period_ms % 20:
         print("pan reference: --agg-period-ms must be a positive multiple of 20", file=sys.stderr)
         return 2
+    if args.heartbeat_ms < 0:
+        print("pan reference: --heartbeat-ms must be 0 or more", file=sys.stderr)
+        return 2
     try:
         spark = get_session(args.master, "pan-reference", args.driver_memory)
-        summary = run_reference(spark, args.data, args.out, agg_period_ms=args.agg_period_ms)
-    except (SparkUnavailable, FileNotFoundError) as exc:
+        summary = run_reference(spark, args.data, args.out, agg_period_ms=args.agg_period_ms,
+                                heartbeat_ms=args.heartbeat_ms)
+    except (SparkUnavailable, FileNotFoundError, ValueError) as exc:
         print(f"pan reference: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(summary))
