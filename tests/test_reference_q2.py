@@ -182,3 +182,10 @@ def test_q2_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path
     counts = {s: len(t) for s, t in streaming.items()}
     assert counts["BALLHITS"] > 100 and counts["BP_1min_B"] > 1000 and sum(counts[f"BP_B{n}"] for n in "58") > 100
     print(stats, counts)
+
+
+def test_default_heartbeat_period_is_the_simulators() -> None:
+    from simulator.simulate import HEARTBEAT_PS
+    from workers.reference_q2 import HEARTBEAT_MS
+
+    assert HEARTBEAT_MS * 10**9 == HEARTBEAT_PS

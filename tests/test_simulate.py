@@ -107,8 +107,8 @@ async def test_unpaced_delivers_every_row_once_in_order(fwd: tuple[Worker, Workf
     worker, workflow = fwd
     data = small_match(tmp_path / "split")
     summary = await simulate(SimulateOptions(workflow, data, speedup=0))
-    # 2 interruption events plus a heartbeat every 100 ms of event time over the 1 s of data
-    totals = {"SENSOR4": 2000, "SENSOR13": 200, "SENSOR47": 200, "INTERRUPTIONS": 12}
+    # 2 interruption events plus a heartbeat every 10 ms of event time over the 1 s of data
+    totals = {"SENSOR4": 2000, "SENSOR13": 200, "SENSOR47": 200, "INTERRUPTIONS": 102}
     assert {s: st.sent for s, st in summary.streams.items()} == totals
     assert summary.lost == 0 and summary.errors == [] and summary.unrouted == []
     await wait_until(lambda: worker.component.counters()["rows"] == sum(totals.values()))
@@ -118,7 +118,7 @@ async def test_unpaced_delivers_every_row_once_in_order(fwd: tuple[Worker, Workf
     assert [(t["ts"], t["event"]) for t in interruptions if t["event"] != "heartbeat"] == [
         (T0 + PS // 4, "begin"), (T0 + PS // 2, "end")]
     beats = [t["ts"] for t in interruptions if t["event"] == "heartbeat"]
-    assert len(beats) == 10 and all(b % (PS // 10) == 0 for b in beats)
+    assert len(beats) == 100 and all(b % (PS // 100) == 0 for b in beats)
     assert [t["ts"] for t in interruptions] == sorted(t["ts"] for t in interruptions)
     c = worker.component.counters()
     assert c["connections"] == 4 and c["malformed"] == 0 and c["unexpected"] == 0  # one connection per stream
@@ -129,14 +129,14 @@ async def test_paced_replay_follows_event_time(fwd: tuple[Worker, Workflow], tmp
     data = small_match(tmp_path / "split", seconds=1.0)
     log_path = tmp_path / "send.csv"
     summary = await simulate(SimulateOptions(workflow, data, speedup=2.0, send_log=log_path, check_period_ms=10))
-    assert summary.sent == 2412 and summary.lost == 0  # 2400 rows, 2 interruptions, 10 heartbeats
+    assert summary.sent == 2502 and summary.lost == 0  # 2400 rows, 2 interruptions, 100 heartbeats
     assert 0.4 < summary.elapsed_s < 1.5  # 1 s of match at speedup 2, loosely
-    await wait_until(lambda: worker.component.counters()["rows"] == 2412)
+    await wait_until(lambda: worker.component.counters()["rows"] == 2502)
     for stream in ("SENSOR4", "SENSOR13", "SENSOR47"):
         assert [t["ts"] for t in held(worker, stream)] == expected_ts(data, stream)
     # The send log: one line per row, each sent at (or shortly after) its due time.
     rows = [line.split(",") for line in log_path.read_text().splitlines()[1:]]
-    assert len(rows) == 2412
+    assert len(rows) == 2502
     late = [int(ns) - summary.start_ns - (int(ts) - summary.origin_ts) / 2000 for _s, ts, ns in rows]
     assert min(late) >= -1_000_000  # never early (1 ms slack for clock reads)
     assert sorted(late)[len(late) // 2] < 50_000_000  # typically within a few check periods
@@ -192,7 +192,7 @@ async def test_unreachable_receiver_is_reported_not_fatal(tmp_path: Path, speedu
     data = small_match(tmp_path / "split", seconds=0.5)
     summary = await simulate(SimulateOptions(workflow, data, speedup=speedup, give_up_s=0.3))
     assert summary.sent == 0
-    assert summary.lost == 1000 + 100 + 100 + 2 + 5  # rows, interruptions, heartbeats
+    assert summary.lost == 1000 + 100 + 100 + 2 + 50  # rows, interruptions, heartbeats
     assert summary.streams["SENSOR4"].lost_disconnected == 1000
     assert summary.streams["SENSOR4"].connect_failures >= 1
     assert any("cannot connect" in e for e in summary.errors)
@@ -258,9 +258,9 @@ async def test_cli_prints_json_summary(fwd: tuple[Worker, Workflow], tmp_path: P
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     summary = json.loads(out)
-    assert summary["sent"] == 1000 + 100 + 100 + 2 + 5 and summary["lost"] == 0
+    assert summary["sent"] == 1000 + 100 + 100 + 2 + 50 and summary["lost"] == 0
     assert summary["streams"]["SENSOR4"]["receiver"] == f"127.0.0.1:{spec.ingest_port}"
-    await wait_until(lambda: worker.component.counters()["rows"] == 1207)
+    await wait_until(lambda: worker.component.counters()["rows"] == 1252)
 
 
 async def test_cli_rejects_bad_arguments(tmp_path: Path) -> None:

@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+from workers.reference_q2 import HEARTBEAT_MS
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
@@ -23,8 +25,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--master", default=None, help="Spark master URL (default: embedded local[*])")
     p.add_argument("--driver-memory", default=None, help="Spark driver memory, e.g. 2g")
     p.add_argument("--agg-period-ms", type=int, default=20, help="the running workers' agg_period_ms (default 20)")
-    p.add_argument("--heartbeat-ms", type=int, default=100,
-                   help="period of the INTERRUPTIONS heartbeats `pan simulate` feeds (default 100; 0: none)")
+    p.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_MS,
+                   help=f"period of the INTERRUPTIONS heartbeats `pan simulate` feeds "
+                   f"(default {HEARTBEAT_MS}; 0: none)")
     p.set_defaults(handler=cmd_reference)
 
 

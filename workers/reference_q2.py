@@ -86,7 +86,7 @@ THRESHOLD = 55_000_000  # µm/s² (55 m/s²)
 RADIUS_MM = 1000
 STALE_PS = 250 * PS_PER_MS
 BUCKET_PS = 20 * PS_PER_MS
-HEARTBEAT_MS = 100
+HEARTBEAT_MS = 10  # as `pan simulate` feeds (simulator.simulate.HEARTBEAT_PS); a test checks they agree
 NO_END = 1 << 62
 #: The hit detector's player inputs, in input order (ties in "seen first" go by this order).
 HIT_SENSORS = [sid for sids in PLAYER_SENSORS.values() for sid in sids]
