@@ -37,9 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime as dt
 import os
-import platform
 import random
 import shlex
 import signal
@@ -54,6 +52,9 @@ from typing import Any
 import aiohttp
 import orjson
 import psutil
+
+from benchmarks import common
+from benchmarks.common import percentile
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -70,8 +71,7 @@ WARMUP_SAMPLES = 20
 START_TS = 10_629_342_490_369_879  # ps, the order of magnitude of the DEBS 2013 timestamps
 TS_STEP = 5_000_000_000  # ps between two rows of one sensor (200 Hz)
 
-MARK_START = "<!-- runtime-bench:start -->"
-MARK_END = "<!-- runtime-bench:end -->"
+SECTION_NAME = "runtime-bench"
 SECTION_TITLE = "## Runtime (issue 2)"
 
 
@@ -271,16 +271,6 @@ async def fill(
 def cpu_seconds(process: psutil.Process) -> float:
     times = process.cpu_times()
     return times.user + times.system
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 # --- throughput --------------------------------------------------------------------------
@@ -638,25 +628,16 @@ async def bench_loopback_floor(samples: int, interval_s: float) -> dict[str, Any
 
 
 def machine() -> dict[str, Any]:
-    model = platform.processor() or "unknown"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
-        for line in cpuinfo:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    """The shared machine facts plus the library versions and clock this benchmark depends on."""
     import aiohttp as aiohttp_module
 
-    return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
-        "python": platform.python_version(),
-        "aiohttp": aiohttp_module.__version__,
-        "orjson": orjson.__version__,
-        "platform": platform.platform(),
-        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
-        "cpu_freq_mhz": round(psutil.cpu_freq().current) if psutil.cpu_freq() else None,
-    }
+    facts = common.machine()
+    facts.update(
+        aiohttp=aiohttp_module.__version__,
+        orjson=orjson.__version__,
+        cpu_freq_mhz=round(psutil.cpu_freq().current) if psutil.cpu_freq() else None,
+    )
+    return facts
 
 
 def command_line() -> str:
@@ -682,7 +663,6 @@ def render_section(summary: dict[str, Any]) -> str:
     reps = summary["config"]["reps"]
     clock = f" @ {m['cpu_freq_mhz']} MHz" if m.get("cpu_freq_mhz") else ""
     lines = [
-        MARK_START,
         SECTION_TITLE,
         "",
         f"Measured {summary['date']} with `{summary['command']}`"
@@ -690,10 +670,10 @@ def render_section(summary: dict[str, Any]) -> str:
         "",
         f"Machine: {m['cpu']}{clock}, {m['cores']} cores, {m['ram_gb']} GB RAM, Python {m['python']} "
         f"(aiohttp {m['aiohttp']}, orjson {m['orjson']}), {m['platform']}. "
-        f"Load average at start: {', '.join(map(str, m['load_avg_at_start']))}, at the end: "
+        f"Load average at start: {', '.join(map(str, m['load_avg']))}, at the end: "
         f"{', '.join(map(str, summary['load_avg_at_end']))} "
-        "(shared machine with other jobs running: throughput is a median over repetitions, latency "
-        "percentiles pool several runs).",
+        "(throughput is a median over repetitions and latency percentiles pool several runs, so that "
+        "other jobs on the machine weigh less).",
         "",
         "Setup: a forwarder worker and a repository run in their own OS process; the client runs in the "
         "benchmark process; everything over 127.0.0.1.",
@@ -783,23 +763,8 @@ def render_section(summary: dict[str, Any]) -> str:
         + ("" if mem["complete"] else " Filling stopped early to stay below half of the free memory."),
         "",
         "No timing asserts live in the test suite; this benchmark only reports.",
-        MARK_END,
     ]
     return "\n".join(lines) + "\n"
-
-
-def write_section(path: Path, section: str) -> None:
-    if path.exists():
-        text = path.read_text()
-        start, end = text.find(MARK_START), text.find(MARK_END)
-        if start >= 0 and end > start:
-            text = text[:start] + section + text[end + len(MARK_END) :].lstrip("\n")
-        else:
-            text = text.rstrip("\n") + "\n\n" + section
-    else:
-        text = "# Benchmarks\n\n" + section
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -815,7 +780,7 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
     interval_s = 0.005
     summary: dict[str, Any] = {
         "benchmark": "PAN runtime (issue 2)",
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": common.utc_now(),
         "command": command_line(),
         "machine": machine(),
         "config": {
@@ -872,7 +837,7 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(args.write)
         if not path.is_absolute():
             path = Path.cwd() / path
-        write_section(path, render_section(summary))
+        common.write_section(path, SECTION_NAME, render_section(summary))
         print(f"wrote {path}", file=sys.stderr)
     return 0
 
