@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import common, query_delay
+from benchmarks import common, pyspy, query_delay
 
 if TYPE_CHECKING:
     import psutil
@@ -46,12 +46,24 @@ PS = 10**12
 KINDS = {"replay": ("driver", "replay driver"), "run": ("launcher", "launcher (pan run)"),
          "repository": ("repository", "repository")}  # `pan COMMAND` -> (kind, name)
 LAYOUT_TITLES = {"by_peer": "as in the workflow", "by_worker": "one worker per process"}
+PROFILE_AFTER_S = 8.0  # py-spy attaches once start-up (Java-free, ~3 s) is over and the feed runs
+#: Where a peer's time goes: (frame that roots the work, what it is), summed over the samples containing it.
+PROFILE_AREAS = (
+    ("IngestServer._handle", "TCP ingest of sensor rows (forwarders)"),
+    ("Worker._pull", "pulling inputs (HTTP client or in-process fetch, JSON decoding)"),
+    ("RequestHandler._handle_request", "serving HTTP requests (/data pages to other peers and the recorder)"),
+    ("OrderedComponent.run", "ordering units and query components"),
+    ("EpollSelector.select", "waiting in the event loop (idle)"),
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workflow", default=str(query_delay.ROOT / "workflows" / "full_game_3_peers.json"))
     p.add_argument("--per-worker", action="store_true",
                    help="also replay a variant with every worker on its own peer (CPU per worker)")
+    p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
+                   help=f"sample every peer with py-spy for SECONDS, starting {PROFILE_AFTER_S:g} s into the "
+                        "replay (as in the workflow only), and report where the time goes")
     query_delay.add_replay_arguments(p, "20 s of match, no Spark")
 
 
@@ -115,15 +127,32 @@ def sample(root: psutil.Process, seen: dict[int, tuple[tuple[str, str], float]])
                 seen[process.pid] = (key, times.user + times.system)
 
 
+async def start_profiles(
+    seen: dict[int, tuple[tuple[str, str], float]], work: Path, seconds: float
+) -> list[pyspy.Recording]:
+    """One py-spy recorder per peer process seen so far."""
+    binary = pyspy.py_spy()
+    if binary is None:
+        print("py-spy not found (dev extra): no profile", file=sys.stderr)
+        return []
+    recordings = [pyspy.Recording(name, pid, work / f"profile-{name}.txt")
+                  for pid, ((kind, name), _) in seen.items() if kind == "peer"]
+    for recording in recordings:
+        await recording.start(binary, seconds)
+    return recordings
+
+
 async def replay_with_cpu(
-    workflow: Path, data: Path, work: Path
-) -> tuple[dict[str, Any], dict[tuple[str, str], float], float]:
-    """Run `pan replay` on ``data``: its JSON summary, CPU seconds per (kind, name) of process, wall seconds."""
+    workflow: Path, data: Path, work: Path, profile_s: float = 0.0
+) -> tuple[dict[str, Any], dict[tuple[str, str], float], float, pyspy.Profile | None]:
+    """Run `pan replay` on ``data``: its JSON summary, CPU seconds per (kind, name) of process, wall seconds,
+    and with ``profile_s`` a py-spy profile of the peers."""
     import psutil
 
     child = common.Child([sys.executable, "-m", "pan", "replay", str(workflow), "--data", str(data),
                           "--record", str(work / "record")], ready=False, grace_s=30)
     seen: dict[int, tuple[tuple[str, str], float]] = {}
+    recordings: list[pyspy.Recording] | None = None if profile_s > 0 else []
     started = time.monotonic()
     await child.start()
     try:
@@ -132,6 +161,8 @@ async def replay_with_cpu(
         root = psutil.Process(child.pid)
         while child.process.returncode is None:
             sample(root, seen)
+            if recordings is None and time.monotonic() - started >= PROFILE_AFTER_S:
+                recordings = await start_profiles(seen, work, profile_s)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(SAMPLE_S):
                     await child.process.wait()
@@ -141,15 +172,22 @@ async def replay_with_cpu(
             raise RuntimeError(f"pan replay exited {code}: {child.stderr_tail()}")
     finally:
         await child.stop()
+        for recording in recordings or []:
+            await recording.wait(timeout_s=profile_s + 30)
     cpu: dict[tuple[str, str], float] = {}
     for key, seconds in seen.values():
         cpu[key] = cpu.get(key, 0.0) + seconds
-    return json.loads(out), cpu, wall_s
+    profile = None
+    if recordings:
+        profile = pyspy.Profile()
+        for recording in recordings:
+            profile.add_file(recording.out)
+    return json.loads(out), cpu, wall_s, profile
 
 
-def measure(workflow: Path, data: Path, work: Path, span_s: float) -> dict[str, Any]:
-    """One replay of ``workflow``: throughput, multiple of real time and CPU per process."""
-    summary, cpu, wall_s = asyncio.run(replay_with_cpu(workflow, data, work))
+def measure(workflow: Path, data: Path, work: Path, span_s: float, profile_s: float = 0.0) -> dict[str, Any]:
+    """One replay of ``workflow``: throughput, multiple of real time, CPU per process (and a profile)."""
+    summary, cpu, wall_s, profile = asyncio.run(replay_with_cpu(workflow, data, work, profile_s))
     hosted = workers_by_peer(workflow)
     order = [*KINDS.values(), *(("peer", p) for p in hosted)]
     processes = [{"process": name, "kind": kind, "workers": hosted.get(name, []) if kind == "peer" else [],
@@ -172,6 +210,19 @@ def measure(workflow: Path, data: Path, work: Path, span_s: float) -> dict[str, 
         "missed": summary["missed"],
         "cpu_total_s": round(sum(cpu.values()), 2),
         "processes": processes,
+        "profile": None if profile is None else profile_summary(profile, profile_s),
+    }
+
+
+def profile_summary(profile: pyspy.Profile, seconds: float) -> dict[str, Any]:
+    """Shares of the peers' samples: by area of work and by function (self time)."""
+    return {
+        "seconds": seconds,
+        "rate_hz": pyspy.RATE_HZ,
+        "samples": profile.samples,
+        "areas": [{"frame": frame, "what": what, "share": round(profile.share_of(frame), 4)}
+                  for frame, what in PROFILE_AREAS],
+        "self": [{"function": name, "share": round(share, 4)} for name, share in profile.share(profile.self_time, 15)],
     }
 
 
@@ -186,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
         "command": common.command_line(),
         "machine": common.machine(),
         "config": {"workflow": source.name, "match": query_delay.match_text(args), "per_worker": args.per_worker,
-                   "sample_s": SAMPLE_S},
+                   "sample_s": SAMPLE_S, "profile_s": args.profile},
         "runs": {},
     }
     with tempfile.TemporaryDirectory(prefix="pan-replay-bench-") as tmp:
@@ -199,7 +250,8 @@ def run(args: argparse.Namespace) -> int:
         for layout, workflow in layouts.items():
             run_dir = work / layout
             run_dir.mkdir()
-            result = measure(query_delay.on_free_ports_copy(workflow, run_dir), data, run_dir, span_s)
+            profile_s = args.profile if layout == "by_peer" else 0.0
+            result = measure(query_delay.on_free_ports_copy(workflow, run_dir), data, run_dir, span_s, profile_s)
             results["runs"][layout] = {"title": LAYOUT_TITLES[layout], **result}
             print(f"replay {layout} ({result['peers']} peers): {result['input_rows']:,} rows in "
                   f"{result['feed_s']:.1f} s = {result['rows_per_s']:,.0f} rows/s "
@@ -257,5 +309,25 @@ def report(results: dict[str, Any]) -> str:
                      "peer pull from each other in-process (`pan/local.py`), whereas one worker per process pulls "
                      "every input over HTTP, so that run does more work (and has more processes to share "
                      f"{results['machine']['cores']} cores).")
+    for r in runs.values():
+        if r.get("profile"):
+            lines += ["", *profile_report(r["profile"])]
     lines += ["", common.image_link(SECTION, "CPU seconds per process")]
     return "\n".join(lines)
+
+
+def profile_report(profile: dict[str, Any]) -> list[str]:
+    areas = [[f"`{a['frame']}`", a["what"], f"{a['share']:.0%}"] for a in profile["areas"]]
+    functions = [[f"`{f['function']}`", f"{f['share']:.1%}"] for f in profile["self"]]
+    return [
+        f"Where the peers' time goes: py-spy (`--nonblocking`, {profile['rate_hz']} Hz) on every peer for "
+        f"{profile['seconds']:g} s from {PROFILE_AFTER_S:g} s into the replay, {profile['samples']:,} samples pooled "
+        "over the peers (this run's command includes `--profile`). An area's share counts the samples with its frame "
+        "anywhere on the stack; in-process pulls serve their page inside `Worker._pull`, so areas can overlap.",
+        "",
+        common.markdown_table(["Frame", "Work", "Share of samples"], areas, align="llr"),
+        "",
+        "Functions with the most self time (the innermost frame; C calls such as orjson's count in their caller):",
+        "",
+        common.markdown_table(["Function", "Share of samples"], functions, align="lr"),
+    ]

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from benchmarks import common, distribution, network, plots, query_delay, replay_bench
+from benchmarks import common, distribution, network, plots, pyspy, query_delay, replay_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -178,11 +178,15 @@ def test_replay_bench_names_processes_and_puts_every_worker_on_its_own_peer(tmp_
 @pytest.mark.slow
 def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
-    summary = bench("replay", "--quick", "--write", str(report), timeout=300)
+    summary = bench("replay", "--quick", "--profile", "2", "--write", str(report), timeout=300)
     assert summary["benchmark"] == "replay" and summary["machine"]["cores"] >= 1
     [run] = summary["runs"].values()
     assert set(run) >= {"title", "peers", "input_rows", "event_time_s", "feed_s", "rows_per_s", "real_time_multiple",
-                        "target_rows_per_s", "target_met", "cpu_total_s", "processes"}
+                        "target_rows_per_s", "target_met", "cpu_total_s", "processes", "profile"}
+    profile = run["profile"]  # py-spy attached to the three real peer processes
+    assert profile["samples"] > 0 and profile["self"]
+    assert [a["frame"] for a in profile["areas"]] == [frame for frame, _ in replay_bench.PROFILE_AREAS]
+    assert all(0 <= a["share"] <= 1 for a in profile["areas"]) and sum(a["share"] for a in profile["areas"]) > 0
     assert run["input_rows"] > 0 and run["feed_s"] > 0 and run["event_time_s"] > 0
     kinds = [p["kind"] for p in run["processes"]]
     assert kinds[:3] == ["driver", "launcher", "repository"] and kinds.count("peer") == run["peers"] == 3
@@ -190,4 +194,22 @@ def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
     assert abs(sum(p["cpu_s"] for p in run["processes"]) - run["cpu_total_s"]) < 0.1
     text = report.read_text()
     assert f"<!-- {replay_bench.SECTION}:start -->" in text and f"](img/{replay_bench.SECTION}.png)" in text
+    assert "Where the peers' time goes" in text
     assert is_png(tmp_path / "img" / f"{replay_bench.SECTION}.png")
+
+
+def test_pyspy_profile_folds_collapsed_stacks_by_function(tmp_path: Path) -> None:
+    env = "/work/.venv/lib/python3.11/site-packages"
+    (tmp_path / "a.txt").write_text(
+        f"run (pan/ordered.py:129);process (workers/hits.py:90) 3\n"
+        f"run (pan/ordered.py:129);process (workers/hits.py:95) 1\n"
+        f"_run_once (asyncio/base_events.py:1922);select ({env}/selectors.py:468) 4\n"
+        "garbage line\n"
+    )
+    (tmp_path / "b.txt").write_text("run (pan/ordered.py:130) 2\n")
+    profile = pyspy.Profile()
+    for name in ("a.txt", "b.txt", "missing.txt"):
+        profile.add_file(tmp_path / name)
+    assert profile.samples == 10
+    assert profile.share(profile.self_time, 2) == [("process (workers/hits.py)", 0.4), ("select (selectors.py)", 0.4)]
+    assert profile.share_of("run") == 0.6 and profile.share_of("process") == 0.4 and profile.share_of("nothing") == 0
