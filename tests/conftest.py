@@ -177,3 +177,15 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
     group = Processes(tmp_path)
     yield group
     group.stop_all()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A local Spark session shared by the batch reference tests (skips without Java)."""
+    from pan.spark import SparkUnavailable, get_session
+
+    try:
+        session = get_session(app_name="pan-test-reference", config={"spark.sql.shuffle.partitions": "4"})
+    except SparkUnavailable as exc:  # pragma: no cover - the project's setup installs Java
+        pytest.skip(str(exc))
+    yield session

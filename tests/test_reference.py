@@ -9,7 +9,6 @@ cases are in tests/test_reference_q2.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ import orjson
 import pytest
 
 from pan.cli import main
-from pan.spark import SparkUnavailable, get_session
 from tests.harness import output_tuples
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
 
@@ -26,15 +24,6 @@ S1, E1 = FIRST_HALF
 S2 = SECOND_HALF[0]
 SLOT = 20 * PS_PER_MS
 ROW_PS = 5 * PS_PER_MS  # 200 Hz
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    try:
-        session = get_session(app_name="pan-test-reference", config={"spark.sql.shuffle.partitions": "4"})
-    except SparkUnavailable as exc:  # pragma: no cover - the project's setup installs Java
-        pytest.skip(str(exc))
-    yield session
 
 
 def read_stream(folder: Path, stream: str) -> list[dict[str, Any]]:

@@ -14,13 +14,11 @@ The hand-made folder has three balls and four players around both halves:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pan.spark import SparkUnavailable, get_session
 from tests.test_reference import compare, q2_streaming_outputs, read_stream
 from workers.debs import FIRST_HALF, PS_PER_MS, PS_PER_S, SECOND_HALF
 
@@ -64,15 +62,6 @@ def write_folder(data: Path) -> None:
     for sid, rows in files.items():
         (data / f"SENSOR{sid}.csv").write_text("".join(r + "\n" for r in rows))
     (data / "interruptions.csv").write_text("start_ts,end_ts\n" + "".join(f"{a},{b}\n" for a, b in INTERRUPTIONS))
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    try:
-        session = get_session(app_name="pan-test-reference", config={"spark.sql.shuffle.partitions": "4"})
-    except SparkUnavailable as exc:  # pragma: no cover - the project's setup installs Java
-        pytest.skip(str(exc))
-    yield session
 
 
 @pytest.fixture(scope="module")
