@@ -99,6 +99,7 @@ class Repeater(Component):
     @staticmethod
     async def _repeat(source: InputStream, target: OutputStream) -> None:
         position, generation = -1, source.generation
+        source.read_from_start()
         while True:
             if generation != source.generation:  # the original producer restarted
                 target.reset(source.meta)
@@ -111,3 +112,4 @@ class Repeater(Component):
             for index, item in zip(page.indices, page.items, strict=True):
                 target.append(item, index)
             position = page.indices[-1]
+            source.mark_consumed(position)

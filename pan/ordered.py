@@ -114,6 +114,7 @@ class OrderedComponent(Component):
     async def start(self) -> None:
         for name, stream in self.ctx.inputs.items():
             stream.listeners.append(functools.partial(self._mark_dirty, name))
+            stream.read_from_start()
         if "arrival_log" in self.params:
             path = Path(self.params["arrival_log"])
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,6 +149,7 @@ class OrderedComponent(Component):
                     self.ctx.log.warning("%s: %d input tuples overwritten before processing", name, page.missed)
                 if page.items:
                     positions[name] = page.indices[-1]
+                    stream.mark_consumed(positions[name])
                     if self._arrivals is not None:
                         now = time.time_ns()
                         self._arrivals.write("".join(f"{now},{name},{item['ts']}\n" for item in page.items))

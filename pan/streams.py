@@ -6,6 +6,7 @@ to any number of subscribers is a byte join rather than re-encoding.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -148,6 +149,7 @@ class InputCounters:
     missed: int = 0
     resets: int = 0
     failovers: int = 0
+    waits_for_reader: int = 0  # times the pull task held off because the reader had not made room
 
 
 @dataclass
@@ -163,6 +165,11 @@ class InputStream:
     upstream_last: int = -1  # the publisher's newest index at the last fetch
     #: Called after new tuples or a reset, so a component can wait on several inputs at once.
     listeners: list[Callable[[], None]] = field(default_factory=list)
+    #: The newest index the reader has taken, once a reader keeps a position (``read_from_start``).
+    #: The pull task then waits for room rather than overwrite tuples nobody has read: back-pressure
+    #: like a Kafka consumer's bounded fetch buffer. None: nobody reads (overwriting is harmless).
+    consumed: int | None = None
+    _room: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def behind(self) -> bool:
@@ -188,7 +195,37 @@ class InputStream:
         self.buffer.reset(0)
         self.generation += 1
         self.counters.resets += 1
+        if self.consumed is not None:
+            self.mark_consumed(-1)
         self._notify()
+
+    # --- flow control between the pull task and the reader ---------------------
+
+    def read_from_start(self) -> None:
+        """A reader announces itself: from now on unread tuples are never overwritten."""
+        self.consumed = -1
+
+    def mark_consumed(self, index: int) -> None:
+        """The reader has taken everything up to ``index``."""
+        self.consumed = index
+        self._room.set()
+
+    def room(self) -> int:
+        """How many more tuples fit without overwriting unread ones."""
+        if self.consumed is None:
+            return self.buffer.capacity
+        unread = self.buffer.last - max(self.consumed, self.buffer.first - 1)
+        return self.buffer.capacity - unread
+
+    async def wait_for_room(self, needed: int) -> None:
+        """Hold the pull task until ``needed`` tuples fit (no timeout: the reader is in this process)."""
+        needed = min(needed, self.buffer.capacity)
+        if self.room() >= needed:
+            return
+        self.counters.waits_for_reader += 1
+        while self.room() < needed:
+            self._room.clear()
+            await self._room.wait()
 
     def _notify(self) -> None:
         for listener in self.listeners:
@@ -203,5 +240,7 @@ class InputStream:
             "missed": self.counters.missed,
             "resets": self.counters.resets,
             "failovers": self.counters.failovers,
+            "consumed": self.consumed,
+            "waits_for_reader": self.counters.waits_for_reader,
             "meta": self.meta,
         }

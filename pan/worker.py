@@ -208,6 +208,7 @@ class Worker:
         )
         self.subscribers[name] = subscriber
         while True:
+            await stream.wait_for_room(PULL_PAGE)  # a slow component holds the pull; nothing is overwritten
             fetch = await subscriber.fetch()
             stream.upstream_last = subscriber.upstream_last
             stream.set_meta(fetch.meta)
@@ -305,6 +306,7 @@ class Worker:
             metrics.add("pan_input_missed_total", inp.counters.missed, "counter", stream=name)
             metrics.add("pan_input_resets_total", inp.counters.resets, "counter", stream=name)
             metrics.add("pan_input_failovers_total", inp.counters.failovers, "counter", stream=name)
+            metrics.add("pan_input_waits_for_reader_total", inp.counters.waits_for_reader, "counter", stream=name)
         counters = self.component.counters()
         ordering = counters.get("ordering")
         if isinstance(ordering, dict) and "delay_histogram" in ordering:

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from pan.component import register
-from pan.ordered import OrderedComponent
+from pan.ordered import READ_BATCH, OrderedComponent
 from pan.repository import RepositoryServer
 from pan.web import free_port
 from pan.worker import Worker
@@ -44,6 +44,26 @@ class BackDate(OrderedComponent):
         self.ctx.outputs[self.params["output"]].extend(
             [{**event, "ts": event["ts"] - shift, "src_ts": event["ts"]} for event in events]
         )
+
+
+@register
+class GatedMerge(OrderedComponent):
+    """Test-only merge that starts reading its inputs only when ``GATE`` opens (a busy component)."""
+
+    type_name = "test_gated_merge"
+    own_params: ClassVar[tuple[str, ...]] = ("output",)
+    gate: ClassVar[asyncio.Event]
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        return [spec.params["output"]]
+
+    async def run(self) -> None:
+        await self.gate.wait()
+        await super().run()
+
+    def process(self, events: list[dict[str, Any]]) -> None:
+        self.ctx.outputs[self.params["output"]].extend(events)
 
 
 def ordered(name: str, type_name: str, inputs: list[str], **params: Any) -> dict[str, Any]:
@@ -226,3 +246,27 @@ async def test_sensors_closing_their_connections_end_the_streams(
     merged = [orjson.loads(b)["ts"] for b in merger.outputs["X"].buffer.read(-1, oldest=100).items]
     assert merged == sorted(merged) and len(merged) == 80
     assert producer.outputs["SENSOR4"].meta["wm"] >= 2**62
+
+
+async def test_a_backlog_larger_than_the_input_buffer_is_pulled_without_loss(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """The pull task waits for the component instead of overwriting input it has not read yet."""
+    backlog = 120_000  # six times the merger's input buffer (INPUT_BUFFER_MIN), pulled 10,000 per fetch
+    GatedMerge.gate = asyncio.Event()
+    spec = ordered("M", "test_gated_merge", ["A"], output="X", clock_mode="watermark", idle_timeout=60.0)
+    workflow = make_workflow(repository.port, [forwarder("F", ["A"], buffer_size=backlog), spec])
+    producer, merger = await workers.start(workflow)
+    producer.outputs["A"].extend([{"ts": t * PS_PER_MS, "src": "A"} for t in range(backlog)])
+    await wait_until(lambda: merger.inputs["A"].buffer.last >= 0)
+    await asyncio.sleep(0.5)  # time enough to fetch far more than the input buffer holds
+    GatedMerge.gate.set()
+    output = merger.outputs["X"]
+    await wait_until(lambda: output.appended >= backlog - READ_BATCH, timeout_s=20)
+    _, info = await get_json(f"http://127.0.0.1:{merger.server.port}/streams")
+    assert info["component"]["input_missed"] == 0
+    assert info["component"]["ordering"]["late"] == 0
+    assert info["inputs"]["A"]["waits_for_reader"] >= 1  # the pull held off while the component was busy
+    held = [orjson.loads(b)["ts"] for b in output.buffer.read(-1, oldest=output.buffer.capacity).items]
+    first = output.appended - len(held)
+    assert held == [t * PS_PER_MS for t in range(first, output.appended)]
