@@ -79,6 +79,11 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def run_header(benchmark: str) -> dict[str, Any]:
+    """What every results file starts with: which benchmark, when, how to rerun it, on what."""
+    return {"benchmark": benchmark, "date": utc_now(), "command": command_line(), "machine": machine()}
+
+
 def machine() -> dict[str, Any]:
     """CPU, cores, RAM, Python and load: the facts a reader needs to weigh the numbers."""
     import psutil

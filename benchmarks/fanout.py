@@ -284,11 +284,8 @@ def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def run_fanout(args: argparse.Namespace) -> dict[str, Any]:
     summary: dict[str, Any] = {
-        "benchmark": "fanout",
+        **common.run_header("fanout"),
         "section": args.section,
-        "date": common.utc_now(),
-        "command": common.command_line(),
-        "machine": common.machine(),
         "config": {k: getattr(args, k) for k in ("clients", "publishers", "rate", "seconds", "warmup", "reps",
                                                   "client_procs", "buffer", "page", "quick")},
         "points": [],

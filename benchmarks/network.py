@@ -280,10 +280,7 @@ async def run_network(args: argparse.Namespace, ns: Namespaces) -> dict[str, Any
     latencies = floats(args.latencies)
     extra_bw = floats(args.bandwidths)
     summary: dict[str, Any] = {
-        "benchmark": "network",
-        "date": common.utc_now(),
-        "command": common.command_line(),
-        "machine": common.machine(),
+        **common.run_header("network"),
         "config": {"latencies_ms": latencies, "bandwidth_mbit": args.bandwidth_mbit, "extra_bandwidths": extra_bw,
                    "jitter_ms": args.jitter_ms, "loss": args.loss, "rate": args.rate, "seconds": args.seconds,
                    "seed": args.seed, "quick": args.quick},

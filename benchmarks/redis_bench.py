@@ -92,10 +92,7 @@ def fanout_stream() -> str:
 
 async def run_redis(args: argparse.Namespace) -> dict[str, Any]:
     summary: dict[str, Any] = {
-        "benchmark": "redis",
-        "date": common.utc_now(),
-        "command": common.command_line(),
-        "machine": common.machine(),
+        **common.run_header("redis"),
         "config": {k: getattr(args, k) for k in ("clients", "publishers", "rate", "seconds", "warmup", "reps",
                                                   "client_procs", "buffer", "page", "quick")},
         "points": [],

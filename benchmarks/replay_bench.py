@@ -232,10 +232,7 @@ def profile_summary(profile: pyspy.Profile, seconds: float) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     source = Path(args.workflow)
     results: dict[str, Any] = {
-        "benchmark": "replay",
-        "date": common.utc_now(),
-        "command": common.command_line(),
-        "machine": common.machine(),
+        **common.run_header("replay"),
         "config": {"workflow": source.name, "match": query_delay.match_text(args), "per_worker": args.per_worker,
                    "sample_s": SAMPLE_S, "profile_s": args.profile},
         "runs": {},

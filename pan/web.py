@@ -6,6 +6,7 @@ never lets a bad request crash it; the middleware here enforces both.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Mapping
@@ -141,6 +142,13 @@ class HttpServer:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port that was free a moment ago (for tests and launch scripts)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` ports that were free a moment ago, all different: they are held together while chosen."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]

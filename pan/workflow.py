@@ -92,14 +92,16 @@ class Workflow:
 
 def on_free_ports(data: dict[str, Any]) -> dict[str, Any]:
     """A workflow description moved to ports that are free on this machine (tests, benchmarks)."""
-    from pan.web import free_port
+    from pan.web import free_ports
 
-    data = {**data, "repository": {**data.get("repository", {}), "port": free_port()}}
+    needed = 1 + sum(2 if "ingest_port" in worker else 1 for worker in data["workers"])
+    ports = iter(free_ports(needed))  # chosen together, so no two of them can be the same
+    data = {**data, "repository": {**data.get("repository", {}), "port": next(ports)}}
     workers = []
     for worker in data["workers"]:
-        worker = {**worker, "port": free_port()}
+        worker = {**worker, "port": next(ports)}
         if "ingest_port" in worker:
-            worker["ingest_port"] = free_port()
+            worker["ingest_port"] = next(ports)
         workers.append(worker)
     data["workers"] = workers
     return data

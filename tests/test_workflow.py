@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pan.cli import main
-from pan.workflow import WorkflowError, load_workflow
+from pan.workflow import WorkflowError, load_workflow, on_free_ports, parse_workflow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -166,3 +166,14 @@ SHIPPED = [p for p in sorted((ROOT / "workflows").glob("*.json")) if "workers" i
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_shipped_workflows_are_valid(path: Path) -> None:
     load_workflow(path)
+
+
+def test_free_ports_of_a_large_workflow_are_all_different() -> None:
+    """Ports are picked together, so two workers can never be handed the same one."""
+    data = json.loads((ROOT / "workflows" / "full_game_14_peers.json").read_text())
+    moved = on_free_ports(data)
+    ports = [moved["repository"]["port"]]
+    for worker in moved["workers"]:
+        ports += [worker["port"], *([worker["ingest_port"]] if "ingest_port" in worker else [])]
+    assert len(ports) == len(set(ports)) >= 18
+    assert parse_workflow(moved).workers  # and the result is still a valid workflow
