@@ -6,12 +6,11 @@ import asyncio
 from typing import Any
 
 from pan.component import Component, register
-from pan.ingest import IngestServer, Row, encode_sensor_row
+from pan.ingest import END_OF_STREAM, PROMISE, IngestServer, Row, encode_sensor_row
 from pan.streams import InputStream, OutputStream, encode
 from pan.workflow import WorkerSpec
 
 REPEAT_BATCH = 1000
-END_OF_STREAM = 2**62  # a watermark beyond any ts: nothing more will come
 IDLE_WAIT_S = 1.0
 
 
@@ -46,14 +45,32 @@ class Forwarder(Component):
     def _deliver(self, batches: dict[str, list[Row]]) -> None:
         for stream, rows in batches.items():
             output = self.ctx.outputs[stream]
-            output.meta.pop("wm", None)  # the stream goes on after all
-            start = output.next_index
-            output.extend_encoded(
-                [
-                    encode_sensor_row(start + n, row) if isinstance(row, list) else encode({**row, "i": start + n})
-                    for n, row in enumerate(rows)
-                ]
-            )
+            promised = [row["ts"] for row in rows if type(row) is dict and row.get(PROMISE) is True]
+            if promised:
+                rows = [row for row in rows if not (type(row) is dict and row.get(PROMISE) is True)]
+            if rows:
+                output.meta.pop("wm", None)  # the stream goes on after all
+                start = output.next_index
+                output.extend_encoded(
+                    [
+                        encode_sensor_row(start + n, row) if isinstance(row, list) else encode({**row, "i": start + n})
+                        for n, row in enumerate(rows)
+                    ]
+                )
+            if promised:
+                self._promise(output, max(promised))
+
+    @staticmethod
+    def _promise(output: OutputStream, ts: int) -> None:
+        """A sender's promise line: no row of this stream older than ``ts`` will follow.
+
+        Passed downstream as the watermark, so that ordering units stop waiting
+        for a sensor that is quiet (or, with a ts beyond any, has no data at all)
+        from the data itself rather than after a wall-clock idle timeout.
+        """
+        current = output.meta.get("wm")
+        if not isinstance(current, int) or ts > current:
+            output.update_meta({"wm": ts})
 
     async def stop(self) -> None:
         await self.ingest.stop()

@@ -1,7 +1,8 @@
 """Inter-PAN ingest: newline-delimited sensor rows over plain TCP.
 
 A line that starts with ``{`` is a JSON object with at least ``stream`` and
-``ts``; any other line is a CSV sensor row whose first field is the sensor
+``ts`` (with ``"promise": true`` it is a promise, not data: see ``PROMISE``);
+any other line is a CSV sensor row whose first field is the sensor
 id, published as stream ``SENSOR<sid>``.  Nothing a sender writes can stop
 the server: bad lines are counted and logged, and everything valid is
 delivered in arrival order.
@@ -27,6 +28,17 @@ MAX_LINE_BYTES = 64 * 1024
 READ_CHUNK = 256 * 1024
 LOGGED_PROBLEMS = 20  # log this many bad lines in full, then only count them
 
+#: A watermark beyond any ts: nothing more will come (a cleanly closed sensor connection, or a promise).
+END_OF_STREAM = 2**62
+#: The key of a promise line, ``{"stream": S, "ts": T, "promise": true}``: no row of S older than T
+#: follows. It carries no data; a sender uses it for a sensor that is quiet or has no data at all.
+PROMISE = "promise"
+
+
+def promise_line(stream: str, ts: int = END_OF_STREAM) -> bytes:
+    return orjson.dumps({"stream": stream, "ts": ts, PROMISE: True})
+
+
 #: A parsed line: the integer fields of a CSV sensor row, or a JSON object.
 Row = list[int] | dict[str, Any]
 Deliver = Callable[[dict[str, list[Row]]], None]
@@ -47,6 +59,7 @@ class IngestCounters:
     unexpected: int = 0
     truncated: int = 0
     oversized: int = 0
+    promises: int = 0  # promise lines (no data): not in ``rows``
     per_stream: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -57,6 +70,7 @@ class IngestCounters:
             "unexpected": self.unexpected,
             "truncated": self.truncated,
             "oversized": self.oversized,
+            "promises": self.promises,
             "per_stream": dict(self.per_stream),
         }
 
@@ -80,6 +94,9 @@ class LineParser:
             self.counters.unexpected += 1
             self.report(f"unexpected stream {stream!r}", line)
             return None
+        if type(row) is dict and row.get(PROMISE) is True:
+            self.counters.promises += 1
+            return stream, row
         self.counters.rows += 1
         self.counters.per_stream[stream] = self.counters.per_stream.get(stream, 0) + 1
         return stream, row

@@ -86,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         "streams": result.streams,
         "missed": result.missed,
         "sent": sum(s.get("sent", 0) for s in result.feed.get("streams", {}).values()),
+        "no_data": result.feed.get("no_data", []),  # sensors the workflow expects but the data lacks
+        "feed_errors": result.feed.get("errors", []),
     }
     sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     return 0 if not result.missed else 1

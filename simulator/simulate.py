@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from pan.ingest import promise_line, send_lines
 from pan.workflow import Workflow
 from simulator.clock import LocalTime, TimeProvider
 from simulator.debs import HALF1, HALF2
@@ -110,6 +111,7 @@ class Summary:
     origin_ts: int | None
     speedup: float
     wtt: dict[str, Any] | None = None
+    no_data: list[str] = field(default_factory=list)  # routed sensors without data: promised ended at the start
 
     @property
     def sent(self) -> int:
@@ -139,6 +141,7 @@ class Summary:
             "start_ns": self.start_ns,
             "origin_ts": self.origin_ts,
             "unrouted": self.unrouted,
+            "no_data": self.no_data,
             "errors": self.errors,
             "wtt": self.wtt,
             "streams": streams,
@@ -448,6 +451,30 @@ def _select(data_dir: Path, wanted: list[str] | None) -> tuple[dict[str, Path], 
     return chosen, feed_interruptions, errors
 
 
+def _routed_sensors_without_data(workflow: Workflow, files: dict[str, Path]) -> list[str]:
+    """Sensors the workflow receives that this data set never sends (e.g. a ball not used in it)."""
+    routed = [stream for spec in workflow.workers for stream in spec.inter_pan_inputs]
+    return [stream for stream in routed if stream.startswith("SENSOR") and stream not in files]
+
+
+async def _promise_no_data(workflow: Workflow, streams: list[str], timeout_s: float) -> list[str]:
+    """Tell each receiver that these sensors will send nothing (errors are reported, never fatal).
+
+    Without the promise, ordering units downstream would wait for them until
+    their wall-clock idle timeout, and only then release what the other
+    sensors sent in the meantime.
+    """
+    errors = []
+    for stream in streams:
+        spec = workflow.ingest_receiver(stream)
+        assert spec is not None and spec.ingest_port is not None
+        try:
+            await send_lines(spec.host, spec.ingest_port, [promise_line(stream)], timeout_s=timeout_s)
+        except (OSError, TimeoutError) as exc:
+            errors.append(f"{stream}: no-data promise to {spec.host}:{spec.ingest_port} failed: {exc}")
+    return errors
+
+
 async def _start_clock(opts: SimulateOptions) -> tuple[TimeProvider, WTTMaster | WTTSlaveTime | None]:
     if opts.wtt_master is not None:
         master = WTTMaster(*opts.wtt_master, clock=opts.clock)
@@ -513,6 +540,7 @@ async def simulate(opts: SimulateOptions) -> Summary:
         runners.append(SensorRunner(stream, source, link, stats, timeline, impairment, opts, send_log))
     if unrouted:
         log.warning("no receiver in workflow %r for %s: skipped", opts.workflow.name, ", ".join(unrouted))
+    no_data = _routed_sensors_without_data(opts.workflow, files) if opts.sensors is None else []
 
     progress_task = None
     started_mono = time.monotonic()
@@ -528,6 +556,7 @@ async def simulate(opts: SimulateOptions) -> Summary:
         started_mono = time.monotonic()
         if opts.progress:
             progress_task = asyncio.create_task(Progress(runners, timeline, opts.progress_out or sys.stderr).run())
+        errors += await _promise_no_data(opts.workflow, no_data, opts.connect_timeout_s)
         gate = EventTimeGate(origin, UNPACED_SLICE_PS, len(runners))
         await asyncio.gather(*(r.run(pacer, gate) for r in runners))
     finally:
@@ -550,4 +579,4 @@ async def simulate(opts: SimulateOptions) -> Summary:
     for name, stats in streams.items():
         if stats.sent == 0 and stats.error:
             errors.append(f"{name}: {stats.error}")
-    return Summary(streams, unrouted, errors, elapsed, start_ns, origin, opts.speedup, wtt_status)
+    return Summary(streams, unrouted, errors, elapsed, start_ns, origin, opts.speedup, wtt_status, no_data)

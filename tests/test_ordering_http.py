@@ -248,6 +248,35 @@ async def test_sensors_closing_their_connections_end_the_streams(
     assert producer.outputs["SENSOR4"].meta["wm"] >= 2**62
 
 
+async def test_a_promise_line_releases_a_sensor_that_sends_nothing(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """SENSOR8 never sends a row; its promise lets the merge follow SENSOR4 without any idle timeout."""
+    from pan.ingest import promise_line, send_lines
+
+    never_idle = {"clock_mode": "watermark", "idle_timeout": 60.0}
+    fwd = forwarder("F", ["SENSOR4", "SENSOR8"])
+    producer, merger = await workers.start(
+        make_workflow(repository.port, [fwd, ordered("M", "merge", ["SENSOR4", "SENSOR8"], output="X", **never_idle)])
+    )
+    _, writer = await asyncio.open_connection("127.0.0.1", fwd["ingest_port"])  # SENSOR4 stays connected
+    try:
+        writer.write(b"".join(f"4,{t},0,0,0,0,0,0,0,0,0,0,0\n".encode() for t in range(100)))
+        await writer.drain()
+        await asyncio.sleep(0.3)
+        assert merger.outputs["X"].buffer.last == -1  # SENSOR8 might still send: nothing can be released
+        await send_lines("127.0.0.1", fwd["ingest_port"], [promise_line("SENSOR8")])
+        # Released up to SENSOR4's newest ts (exclusive: another row with that ts could still come).
+        await wait_until(lambda: merger.outputs["X"].buffer.last == 98, timeout_s=10)
+        released = [orjson.loads(b)["ts"] for b in merger.outputs["X"].buffer.read(-1, oldest=100).items]
+    finally:
+        writer.close()
+    assert released == list(range(99))
+    assert producer.outputs["SENSOR8"].buffer.last == -1  # a promise is not data
+    _, info = await get_json(f"http://127.0.0.1:{producer.server.port}/streams")
+    assert info["component"]["promises"] == 1 and info["component"]["rows"] == 100
+
+
 async def test_a_backlog_larger_than_the_input_buffer_is_pulled_without_loss(
     repository: RepositoryServer, workers: WorkerGroup
 ) -> None:

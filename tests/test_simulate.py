@@ -186,6 +186,20 @@ async def test_unrouted_streams_are_reported_and_skipped(repository: RepositoryS
     await wait_until(lambda: worker.component.counters()["rows"] == 2000)
 
 
+async def test_routed_sensor_without_data_is_promised_ended(repository: RepositoryServer, workers: WorkerGroup,
+                                                            tmp_path: Path) -> None:
+    """A ball the data never uses: its receiver learns at the start that nothing will come."""
+    workflow = make_workflow(repository.port, [forwarder("F", ["SENSOR4", "SENSOR12", "SENSOR13"])])
+    (worker,) = await workers.start(workflow)
+    data = write_split(tmp_path / "split", {4: rate_rows(T0, 0.1, 2000), 13: rate_rows(T0, 0.1, 200)})
+    summary = await simulate(SimulateOptions(workflow, data, speedup=0))
+    assert summary.no_data == ["SENSOR12"] and summary.errors == []
+    assert summary.as_dict()["no_data"] == ["SENSOR12"]
+    await wait_until(lambda: worker.outputs["SENSOR12"].meta.get("wm") == 2**62)
+    assert worker.outputs["SENSOR12"].buffer.last == -1
+    assert worker.component.counters()["promises"] == 1 and worker.component.counters()["rows"] == 220
+
+
 @pytest.mark.parametrize("speedup", [0.0, 4.0])
 async def test_unreachable_receiver_is_reported_not_fatal(tmp_path: Path, speedup: float) -> None:
     workflow = make_workflow(free_port(), [forwarder("F", ALL)])  # nobody listens on its ingest port
