@@ -17,14 +17,15 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks import common
+from benchmarks.observer import read_arrivals
 
 HELP = "query delay per stream (SENSOR105, B2, BP_wholeGame_A, a heat map, SHOTS) replaying in real time"
 SECTION = "query-delay-bench"
@@ -34,6 +35,8 @@ TARGETS_MS = {"SENSOR105": 10.0, "B2": 20.0, "BP_wholeGame_A": 50.0}
 SEED_REPORTED_MS = {"SENSOR105": "61", "B2": "90-124", "BP_wholeGame_A": "906"}
 PS = 10**12
 SEND_LOG = "send.csv"  # in the work folder: stream, ts, send time (ns) of every sensor row
+ARRIVALS = "received.csv"  # in the work folder: stream, ts, receive time (ns) of every observed tuple
+CLIENT_START_S = 30.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,32 +86,37 @@ def plain_split(game: Path, out: Path) -> Path:
 async def receive(workflow_path: Path, data: Path, work: Path) -> dict[str, list[tuple[int, int]]]:
     """Replay ``data`` in real time into the workflow; (ts, receive ns) of every tuple of STREAMS.
 
-    The simulator logs every row's send time to ``work/send.csv`` (`SEND_LOG`), which `delays` matches.
+    The simulator logs every row's send time to ``work/send.csv`` (`SEND_LOG`), which `delays`
+    matches; a separate client process (`benchmarks/observer.py`) notes the arrivals.
     """
-    from pan.client import StreamSubscriber
     from pan.replay import replay
     from pan.workflow import load_workflow
     from simulator.simulate import SimulateOptions, simulate
 
     workflow = load_workflow(workflow_path)
-    received: dict[str, list[tuple[int, int]]] = {s: [] for s in STREAMS}
-
-    async def watch(stream: str) -> None:
-        async with StreamSubscriber(stream, workflow.repository.address, max_wait_ms=1000) as sub:
-            async for batch in sub.batches():
-                now = time.time_ns()
-                received[stream].extend((t["ts"], now) for t in batch)
-
-    async def observe() -> None:
-        await asyncio.gather(*(watch(s) for s in STREAMS))
-
     options = SimulateOptions(workflow=workflow, data_dir=data, speedup=1.0, send_log=work / SEND_LOG)
 
     async def feed() -> Any:
         return (await simulate(options)).as_dict()
 
-    await replay(workflow_path, workflow, feed, work / "record", observer=observe, only=["BP_wholeGame_B"])
-    return received
+    arrivals = work / ARRIVALS
+    client = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "benchmarks.observer", "--repository", workflow.repository.address,
+        "--out", str(arrivals), *STREAMS, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert client.stdout is not None
+        async with asyncio.timeout(CLIENT_START_S):
+            ready = await client.stdout.readline()
+        if ready.strip() != b"ready":
+            raise RuntimeError(f"observer process did not start (said {ready!r})")
+        await replay(workflow_path, workflow, feed, work / "record", only=["BP_wholeGame_B"])
+    finally:
+        if client.returncode is None:
+            client.terminate()
+        async with asyncio.timeout(CLIENT_START_S):
+            await client.wait()
+    return read_arrivals(arrivals, STREAMS)
 
 
 async def measure(workflow_path: Path, data: Path, work: Path) -> dict[str, list[float]]:
@@ -203,7 +211,8 @@ def report(summary: dict[str, dict[str, Any]], machine: dict[str, Any], args: ar
         f"Command: `{common.command_line()}`; workflow `{Path(args.workflow).name}`, real-time replay "
         f"({match_text(args)}), all peers on this machine.",
         "Delay = client receive time - send time of the sensor row the tuple answers (module docstring of "
-        "`benchmarks/query_delay.py`).",
+        "`benchmarks/query_delay.py`). The simulator runs in the benchmark process, the observing client in "
+        "a process of its own (`benchmarks/observer.py`).",
         "",
         table,
         "",
