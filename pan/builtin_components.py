@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from pan.component import Component, register
-from pan.ingest import END_OF_STREAM, PROMISE, IngestServer, Row, encode_sensor_row
+from pan.ingest import IngestServer, Row, encode_sensor_row
 from pan.streams import InputStream, OutputStream, encode
 from pan.workflow import WorkerSpec
 
@@ -29,48 +29,34 @@ class Forwarder(Component):
         if spec.ingest_port is None:
             raise ValueError(f"forwarder '{spec.name}' needs an ingest_port")
         self.ingest = IngestServer(
-            spec.host, spec.ingest_port, set(spec.inter_pan_inputs), self._deliver, self._streams_ended
+            spec.host, spec.ingest_port, set(spec.inter_pan_inputs), self._deliver, self._promised
         )
         await self.ingest.start()
 
-    def _streams_ended(self, streams: set[str]) -> None:
-        """A sensor closed its connection cleanly: promise downstream that its stream is complete.
+    def _promised(self, promises: dict[str, int]) -> None:
+        """Senders' promises: no row of a stream older than its ts follows (END_OF_STREAM: none at all).
 
-        Ordering units then stop waiting for it, so the end of a replay is seen
-        from the data itself rather than from a wall-clock timeout.
+        Passed downstream as the stream's watermark, so ordering units stop
+        waiting for a quiet, empty or finished sensor from the data itself
+        rather than after a wall-clock idle timeout.
         """
-        for stream in streams:
-            self.ctx.outputs[stream].update_meta({"wm": END_OF_STREAM})
+        for stream, ts in promises.items():
+            output = self.ctx.outputs[stream]
+            current = output.meta.get("wm")
+            if not isinstance(current, int) or ts > current:
+                output.update_meta({"wm": ts})
 
     def _deliver(self, batches: dict[str, list[Row]]) -> None:
         for stream, rows in batches.items():
             output = self.ctx.outputs[stream]
-            promised = [row["ts"] for row in rows if type(row) is dict and row.get(PROMISE) is True]
-            if promised:
-                rows = [row for row in rows if not (type(row) is dict and row.get(PROMISE) is True)]
-            if rows:
-                output.meta.pop("wm", None)  # the stream goes on after all
-                start = output.next_index
-                output.extend_encoded(
-                    [
-                        encode_sensor_row(start + n, row) if isinstance(row, list) else encode({**row, "i": start + n})
-                        for n, row in enumerate(rows)
-                    ]
-                )
-            if promised:
-                self._promise(output, max(promised))
-
-    @staticmethod
-    def _promise(output: OutputStream, ts: int) -> None:
-        """A sender's promise line: no row of this stream older than ``ts`` will follow.
-
-        Passed downstream as the watermark, so that ordering units stop waiting
-        for a sensor that is quiet (or, with a ts beyond any, has no data at all)
-        from the data itself rather than after a wall-clock idle timeout.
-        """
-        current = output.meta.get("wm")
-        if not isinstance(current, int) or ts > current:
-            output.update_meta({"wm": ts})
+            output.meta.pop("wm", None)  # the stream goes on after all
+            start = output.next_index
+            output.extend_encoded(
+                [
+                    encode_sensor_row(start + n, row) if isinstance(row, list) else encode({**row, "i": start + n})
+                    for n, row in enumerate(rows)
+                ]
+            )
 
     async def stop(self) -> None:
         await self.ingest.stop()

@@ -39,9 +39,18 @@ def promise_line(stream: str, ts: int = END_OF_STREAM) -> bytes:
     return orjson.dumps({"stream": stream, "ts": ts, PROMISE: True})
 
 
-#: A parsed line: the integer fields of a CSV sensor row, or a JSON object.
+@dataclass(frozen=True, slots=True)
+class Promise:
+    """A parsed promise line: no row of its stream older than ``ts`` follows."""
+
+    ts: int
+
+
+#: A parsed data line: the integer fields of a CSV sensor row, or a JSON object.
 Row = list[int] | dict[str, Any]
 Deliver = Callable[[dict[str, list[Row]]], None]
+#: Receives, per stream, the newest ts promised (END_OF_STREAM when a connection closed cleanly).
+OnPromise = Callable[[dict[str, int]], None]
 
 _SENSOR_JSON = ("{" + ",".join(f'"{name}":%d' for name in ("i", *SENSOR_FIELDS)) + "}").encode()
 
@@ -83,7 +92,7 @@ class LineParser:
         self.counters = counters
         self._problems_logged = 0
 
-    def parse(self, line: bytes) -> tuple[str, Row] | None:
+    def parse(self, line: bytes) -> tuple[str, Row | Promise] | None:
         parsed = self._parse_json(line) if line.startswith(b"{") else self._parse_csv(line)
         if parsed is None:
             self.counters.malformed += 1
@@ -94,7 +103,7 @@ class LineParser:
             self.counters.unexpected += 1
             self.report(f"unexpected stream {stream!r}", line)
             return None
-        if type(row) is dict and row.get(PROMISE) is True:
+        if type(row) is Promise:
             self.counters.promises += 1
             return stream, row
         self.counters.rows += 1
@@ -113,7 +122,7 @@ class LineParser:
         return f"{SENSOR_PREFIX}{values[0]}", values
 
     @staticmethod
-    def _parse_json(line: bytes) -> tuple[str, Row] | None:
+    def _parse_json(line: bytes) -> tuple[str, Row | Promise] | None:
         try:
             row = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -124,6 +133,8 @@ class LineParser:
         ts = row.get("ts")
         if not isinstance(stream, str) or not stream or isinstance(ts, bool) or not isinstance(ts, int):
             return None
+        if row.get(PROMISE) is True:
+            return stream, Promise(ts)
         row.pop("i", None)  # indices are assigned by the producer, never by senders
         return stream, row
 
@@ -136,7 +147,10 @@ class LineParser:
 
 
 class IngestServer:
-    """TCP listener that hands each received chunk's valid rows to ``deliver``."""
+    """TCP listener that hands each received chunk's valid rows to ``deliver``, promises to ``on_promise``.
+
+    A connection closed cleanly promises the end of every stream it carried.
+    """
 
     def __init__(
         self,
@@ -144,14 +158,14 @@ class IngestServer:
         port: int,
         expected: set[str],
         deliver: Deliver,
-        on_end: Callable[[set[str]], None] | None = None,
+        on_promise: OnPromise | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.counters = IngestCounters()
         self.parser = LineParser(expected, self.counters)
         self._deliver = deliver
-        self._on_end = on_end
+        self._on_promise = on_promise
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
 
@@ -197,8 +211,8 @@ class IngestServer:
                 if pending and not skipping:
                     self.counters.truncated += 1
                     self.parser.report("connection closed mid-line", pending)
-                if streams and self._on_end is not None:
-                    self._on_end(streams)
+                if streams and self._on_promise is not None:
+                    self._on_promise(dict.fromkeys(streams, END_OF_STREAM))
                 return
             data = pending + chunk
             if skipping:
@@ -216,17 +230,26 @@ class IngestServer:
             streams.update(self._deliver_lines(lines))
 
     def _deliver_lines(self, lines: list[bytes]) -> set[str]:
+        """Data first, then promises: a promise in the same chunk as rows still holds after them."""
         batches: dict[str, list[Row]] = {}
+        promises: dict[str, int] = {}
         for line in lines:
             line = line.rstrip(b"\r")
             if not line:
                 continue
             parsed = self.parser.parse(line)
-            if parsed is not None:
-                batches.setdefault(parsed[0], []).append(parsed[1])
+            if parsed is None:
+                continue
+            stream, row = parsed
+            if type(row) is Promise:
+                promises[stream] = max(row.ts, promises.get(stream, row.ts))
+            else:
+                batches.setdefault(stream, []).append(row)
         if batches:
             self._deliver(batches)
-        return set(batches)
+        if promises and self._on_promise is not None:
+            self._on_promise(promises)
+        return {*batches, *promises}
 
 
 async def send_lines(host: str, port: int, lines: list[bytes], *, timeout_s: float = 10.0) -> None:

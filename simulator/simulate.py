@@ -462,16 +462,19 @@ async def _promise_no_data(workflow: Workflow, streams: list[str], timeout_s: fl
 
     Without the promise, ordering units downstream would wait for them until
     their wall-clock idle timeout, and only then release what the other
-    sensors sent in the meantime.
+    sensors sent in the meantime. One connection per receiver carries all its promises.
     """
-    errors = []
+    by_receiver: dict[tuple[str, int], list[str]] = {}
     for stream in streams:
         spec = workflow.ingest_receiver(stream)
         assert spec is not None and spec.ingest_port is not None
+        by_receiver.setdefault((spec.host, spec.ingest_port), []).append(stream)
+    errors = []
+    for (host, port), promised in by_receiver.items():
         try:
-            await send_lines(spec.host, spec.ingest_port, [promise_line(stream)], timeout_s=timeout_s)
+            await send_lines(host, port, [promise_line(stream) for stream in promised], timeout_s=timeout_s)
         except (OSError, TimeoutError) as exc:
-            errors.append(f"{stream}: no-data promise to {spec.host}:{spec.ingest_port} failed: {exc}")
+            errors.append(f"{', '.join(promised)}: no-data promise to {host}:{port} failed: {exc}")
     return errors
 
 

@@ -24,6 +24,7 @@ from pan.workflow import WorkerSpec
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, wait_until
 
 PS_PER_MS = 10**9
+NEVER_IDLE = {"clock_mode": "watermark", "idle_timeout": 60.0}  # ordering units that rely on the data alone
 BACKDATE_MS = 20
 STEP_MS = 2
 
@@ -206,11 +207,10 @@ async def test_sparse_upstream_stream_advances_the_watermark(
     repository: RepositoryServer, workers: WorkerGroup
 ) -> None:
     """A derived stream with rare events promises progress through its /data meta ("wm")."""
-    never_idle = {"clock_mode": "watermark", "idle_timeout": 60.0}
     specs = [
         forwarder("F", ["A", "B", "C"]),
-        ordered("U", "merge", ["B"], output="SPARSE", **never_idle),
-        ordered("L", "merge", ["A", "SPARSE"], output="X", **never_idle),
+        ordered("U", "merge", ["B"], output="SPARSE", **NEVER_IDLE),
+        ordered("L", "merge", ["A", "SPARSE"], output="X", **NEVER_IDLE),
     ]
     producer, _, lower = await workers.start(make_workflow(repository.port, specs))
     producer.outputs["B"].append({"ts": 0, "src": "B"})
@@ -228,17 +228,24 @@ async def test_sparse_upstream_stream_advances_the_watermark(
     assert (await ordering_of(lower))["late"] == 0
 
 
+async def merge_of_two_sensors(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> tuple[dict[str, Any], Worker, Worker]:
+    """Forwarder F receives SENSOR4 and SENSOR8; M merges them and never gives up waiting on one."""
+    fwd = forwarder("F", ["SENSOR4", "SENSOR8"])
+    producer, merger = await workers.start(
+        make_workflow(repository.port, [fwd, ordered("M", "merge", ["SENSOR4", "SENSOR8"], output="X", **NEVER_IDLE)])
+    )
+    return fwd, producer, merger
+
+
 async def test_sensors_closing_their_connections_end_the_streams(
     repository: RepositoryServer, workers: WorkerGroup
 ) -> None:
     """The end of the data is seen from the data: no wall-clock flush is needed."""
     from pan.ingest import send_lines
 
-    never_idle = {"clock_mode": "watermark", "idle_timeout": 60.0}
-    fwd = forwarder("F", ["SENSOR4", "SENSOR8"])
-    producer, merger = await workers.start(
-        make_workflow(repository.port, [fwd, ordered("M", "merge", ["SENSOR4", "SENSOR8"], output="X", **never_idle)])
-    )
+    fwd, producer, merger = await merge_of_two_sensors(repository, workers)
     rows = {sid: [f"{sid},{t},0,0,0,0,0,0,0,0,0,0,0".encode() for t in range(sid, 400, 10)] for sid in (4, 8)}
     await send_lines("127.0.0.1", fwd["ingest_port"], rows[4])  # each call: one connection, closed at the end
     await send_lines("127.0.0.1", fwd["ingest_port"], rows[8])
@@ -254,11 +261,7 @@ async def test_a_promise_line_releases_a_sensor_that_sends_nothing(
     """SENSOR8 never sends a row; its promise lets the merge follow SENSOR4 without any idle timeout."""
     from pan.ingest import promise_line, send_lines
 
-    never_idle = {"clock_mode": "watermark", "idle_timeout": 60.0}
-    fwd = forwarder("F", ["SENSOR4", "SENSOR8"])
-    producer, merger = await workers.start(
-        make_workflow(repository.port, [fwd, ordered("M", "merge", ["SENSOR4", "SENSOR8"], output="X", **never_idle)])
-    )
+    fwd, producer, merger = await merge_of_two_sensors(repository, workers)
     _, writer = await asyncio.open_connection("127.0.0.1", fwd["ingest_port"])  # SENSOR4 stays connected
     try:
         writer.write(b"".join(f"4,{t},0,0,0,0,0,0,0,0,0,0,0\n".encode() for t in range(100)))
@@ -283,7 +286,7 @@ async def test_a_backlog_larger_than_the_input_buffer_is_pulled_without_loss(
     """The pull task waits for the component instead of overwriting input it has not read yet."""
     backlog = 120_000  # six times the merger's input buffer (INPUT_BUFFER_MIN), pulled 10,000 per fetch
     GatedMerge.gate = asyncio.Event()
-    spec = ordered("M", "test_gated_merge", ["A"], output="X", clock_mode="watermark", idle_timeout=60.0)
+    spec = ordered("M", "test_gated_merge", ["A"], output="X", **NEVER_IDLE)
     workflow = make_workflow(repository.port, [forwarder("F", ["A"], buffer_size=backlog), spec])
     producer, merger = await workers.start(workflow)
     producer.outputs["A"].extend([{"ts": t * PS_PER_MS, "src": "A"} for t in range(backlog)])
