@@ -2,7 +2,10 @@
 
 The launcher owns its child processes: it starts them, reports any that die,
 and on SIGTERM or Ctrl-C stops them all (SIGTERM, then SIGKILL after a grace
-period) before it returns.
+period) before it returns. Should the launcher itself be killed outright
+(SIGKILL), its children notice through their lifeline (pan/lifeline.py) and
+stop by themselves, freeing their ports. They stay in the launcher's process
+group, so ``kill -- -PGID`` and a terminal's Ctrl-C reach every one of them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from pan.lifeline import Lifeline
 from pan.workflow import Workflow
 
 log = logging.getLogger(__name__)
@@ -68,6 +72,7 @@ class Launcher:
         self.peers = peers or all_peers
         self.children: list[Child] = []
         self._stopping = False
+        self._lifeline: Lifeline | None = None
 
     def start(self) -> None:
         repo = self.workflow.repository
@@ -78,7 +83,10 @@ class Launcher:
             self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer])
 
     def _spawn(self, name: str, args: list[str]) -> None:
-        process = subprocess.Popen([sys.executable, "-m", "pan", *args])
+        """Start ``pan ARGS`` tied to this process (spawned from the main thread: see pan/lifeline.py)."""
+        if self._lifeline is None:
+            self._lifeline = Lifeline()
+        process = subprocess.Popen([sys.executable, "-m", "pan", *args], **self._lifeline.spawn_options())
         self.children.append(Child(name, process))
         log.info("started %s (pid %d)", name, process.pid)
 
@@ -138,3 +146,6 @@ class Launcher:
                     log.warning("%s did not stop in %.0f s; killing it", child.name, GRACE_S)
                     child.process.kill()
                     child.process.wait()
+        if self._lifeline is not None:
+            self._lifeline.close()
+            self._lifeline = None

@@ -32,6 +32,8 @@ import orjson
 
 from pan.client import StreamSubscriber
 from pan.component import get_component_type
+from pan.lifeline import Lifeline
+from pan.repository import list_streams
 from pan.workflow import Workflow
 
 log = logging.getLogger(__name__)
@@ -123,10 +125,7 @@ async def _wait_for_producers(workflow: Workflow, streams: list[str]) -> None:
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError):
-                async with session.get(
-                    f"http://{repo.host}:{repo.port}/streams", timeout=aiohttp.ClientTimeout(total=2)
-                ) as response:
-                    known = orjson.loads(await response.read())["streams"]
+                known = await list_streams(session, repo.host, repo.port, timeout_s=2)
                 if all(any(not p["rep"] for p in known.get(s, [])) for s in streams):
                     return
             await asyncio.sleep(0.2)
@@ -153,7 +152,15 @@ async def replay(
     if only is not None:
         streams = [s for s in streams if s in only]
     started = time.monotonic()
-    run = await asyncio.create_subprocess_exec(sys.executable, "-m", "pan", "run", str(workflow_path))
+    # The workflow dies with us, even if we are SIGKILLed (see pan/lifeline.py).
+    lifeline = Lifeline()
+    try:
+        run = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "pan", "run", str(workflow_path), **lifeline.spawn_options()
+        )
+    except BaseException:
+        lifeline.close()
+        raise
     recorder = Recorder(workflow, streams, record_dir)
     watching: asyncio.Task[None] | None = None
     try:
@@ -179,6 +186,8 @@ async def replay(
         except TimeoutError:
             run.kill()
             await run.wait()
+        finally:
+            lifeline.close()
     missed = {s: sub.stats.missed for s, sub in recorder.subscribers.items() if sub.stats.missed}
     return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, feed_s, missed)
 

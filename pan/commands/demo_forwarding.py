@@ -21,6 +21,8 @@ import orjson
 
 from pan.client import StreamSubscriber
 from pan.ingest import send_lines
+from pan.lifeline import Lifeline
+from pan.repository import list_streams
 from pan.workflow import Workflow, load_workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,12 +42,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_demo(args: argparse.Namespace) -> int:
     workflow = load_workflow(args.workflow)
     lines = Path(args.rows).read_bytes().splitlines()
-    run = subprocess.Popen([sys.executable, "-m", "pan", "run", args.workflow])
-    try:
-        return asyncio.run(_demo(workflow, lines, args.speedup))
-    finally:
-        run.send_signal(signal.SIGTERM)
-        run.wait(timeout=30)
+    with Lifeline() as lifeline:  # the workflow dies with us, even if we are SIGKILLed
+        run = subprocess.Popen([sys.executable, "-m", "pan", "run", args.workflow], **lifeline.spawn_options())
+        try:
+            return asyncio.run(_demo(workflow, lines, args.speedup))
+        finally:
+            run.send_signal(signal.SIGTERM)
+            run.wait(timeout=30)
 
 
 async def _wait_for_publishers(workflow: Workflow, streams: list[str], timeout_s: float = 30.0) -> None:
@@ -55,13 +58,10 @@ async def _wait_for_publishers(workflow: Workflow, streams: list[str], timeout_s
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
             try:
-                async with session.get(
-                    f"http://{repo.host}:{repo.port}/streams", timeout=aiohttp.ClientTimeout(total=1)
-                ) as response:
-                    known = orjson.loads(await response.read())["streams"]
+                known = await list_streams(session, repo.host, repo.port, timeout_s=1)
                 if all(len(known.get(s, [])) >= wanted for s in streams):
                     return
-            except (aiohttp.ClientError, TimeoutError, OSError):
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
                 pass
             await asyncio.sleep(0.2)
     raise RuntimeError(f"publishers did not register within {timeout_s} s")

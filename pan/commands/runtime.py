@@ -10,8 +10,9 @@ import sys
 
 import orjson
 
-from pan.client import StreamSubscriber
+from pan.client import StreamSubscriber, parse_address
 from pan.launcher import Launcher
+from pan.lifeline import die_with_launcher
 from pan.peer import run_peer
 from pan.repository import DEFAULT_PORT, RepositoryServer
 from pan.workflow import Workflow, WorkflowError, load_workflow
@@ -45,6 +46,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--norep", action="store_true", help="pull only from the original producer")
     p.add_argument("--page-size", type=int, default=1000)
     p.add_argument("--wait-ms", type=int, default=1000, help="long-poll wait per fetch")
+    p.add_argument(
+        "--gaps", choices=["write", "skip"], default="write",
+        help='write {"gap": {"from": i, "to": j}} and {"reset": {...}} lines where tuples were missed (default), '
+        "or skip them",
+    )
     p.set_defaults(handler=cmd_subscribe)
 
 
@@ -67,6 +73,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_repository(args: argparse.Namespace) -> int:
+    die_with_launcher()  # started by `pan run`: stop when it is gone, even if it was SIGKILLed
+
     async def main() -> None:
         # Handlers go in before the banner: whoever reads the banner may signal at once.
         stop = asyncio.Event()
@@ -86,6 +94,7 @@ def cmd_repository(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    die_with_launcher()  # started by `pan replay` or a demo: stop when it is gone
     workflow = _load(args.workflow)
     if workflow is None:
         return 1
@@ -98,6 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_peer(args: argparse.Namespace) -> int:
+    die_with_launcher()  # started by `pan run`: stop when it is gone, even if it was SIGKILLed
     workflow = _load(args.workflow)
     if workflow is None:
         return 1
@@ -108,25 +118,35 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         print("pan subscribe: --count must be >= 1", file=sys.stderr)
         return 2
+    try:
+        repository = parse_address(args.repository)
+    except ValueError as exc:
+        print(f"pan subscribe: --repository: {exc}", file=sys.stderr)
+        return 2
 
     async def main() -> None:
         out = sys.stdout.buffer
-        printed = 0
+        printed = 0  # tuples, not gap or reset lines
         async with StreamSubscriber(
             args.stream,
-            args.repository,
+            repository,
             start=args.start,
             reset=args.start,
             page_size=args.page_size,
             max_wait_ms=args.wait_ms,
             norep=args.norep,
+            gaps=args.gaps == "write",
         ) as subscriber:
             async for batch in subscriber.batches():
-                if args.count is not None:
-                    batch = batch[: args.count - printed]
-                out.write(b"".join(orjson.dumps(item) + b"\n" for item in batch))
+                lines = []
+                for item in batch:
+                    lines.append(orjson.dumps(item) + b"\n")
+                    if "i" in item:
+                        printed += 1
+                        if printed == args.count:
+                            break
+                out.write(b"".join(lines))
                 out.flush()
-                printed += len(batch)
                 if args.count is not None and printed >= args.count:
                     return
 

@@ -1,0 +1,228 @@
+"""Children die with their launcher (issue 10, finding 10).
+
+A SIGKILLed `pan run` used to leave the repository and every peer running and
+holding their ports, so the next `pan run` failed with "address already in
+use". Real processes, real ports: `pan run` (and `pan replay`) are started,
+killed in various ways, and every process they started must be gone and
+every port free afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+import pytest
+
+from pan.web import free_port
+from tests.conftest import HOST, ROOT, forwarder, repeater, wait_until, workflow_dict
+
+pytestmark = pytest.mark.timeout(240)
+
+STARTUP_S = 60.0  # a loaded machine takes a while to import and start three Python processes
+GONE_S = 60.0  # children stop cleanly (unpublish, close servers) before they exit
+STREAMS = ["SENSOR4", "SENSOR47"]
+
+
+class Spawned:
+    """`pan` commands started as a shell starts a job (own process group), all killed at teardown."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.seen: dict[int, psutil.Process] = {}  # every descendant we ever saw, killed at teardown if alive
+
+    def pan(self, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.tmp / f"pan-{len(self.procs)}.log", "wb")  # noqa: SIM115 (closed with the process)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pan", *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def log(self, index: int = 0) -> str:
+        return (self.tmp / f"pan-{index}.log").read_text(errors="replace")[-3000:]
+
+    def descendants(self, proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
+        found = psutil.Process(proc.pid).children(recursive=True)
+        self.seen.update((p.pid, p) for p in found)
+        return found
+
+    def cleanup(self) -> None:
+        for proc in self.procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for process in self.seen.values():  # a child that left the group is still ours to kill
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+
+@pytest.fixture
+def spawned(tmp_path: Path) -> Iterator[Spawned]:
+    group = Spawned(tmp_path)
+    yield group
+    group.cleanup()
+
+
+def write_workflow(tmp: Path) -> tuple[Path, list[int]]:
+    """A forwarder and a repeater on two peers; returns the file and every port it uses."""
+    repo_port = free_port()
+    specs = [forwarder("F", STREAMS, peer="p1"), repeater("R", STREAMS, 1, peer="p2")]
+    path = tmp / "workflow.json"
+    path.write_bytes(orjson.dumps(workflow_dict(repo_port, specs, refresh_ms=300)))
+    ports = [repo_port, *(s["port"] for s in specs), specs[0]["ingest_port"]]
+    return path, ports
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{port}/health", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def port_free(port: int) -> bool:
+    """True if a server could listen on ``port`` now (as our servers do: with SO_REUSEADDR)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def gone(process: psutil.Process) -> bool:
+    """Exited (a zombie awaiting a reaper counts: it holds no port and runs no code)."""
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def wait_healthy(http_ports: list[int], spawned: Spawned, index: int = 0) -> None:
+    try:
+        await wait_until(lambda: all(healthy(p) for p in http_ports), timeout_s=STARTUP_S, interval_s=0.2)
+    except AssertionError:
+        raise AssertionError(f"the workflow did not come up:\n{spawned.log(index)}") from None
+
+
+async def wait_everything_gone(children: list[psutil.Process], ports: list[int]) -> None:
+    def left() -> list[str]:
+        alive = [f"pid {p.pid}" for p in children if not gone(p)]
+        held = [f"port {port}" for port in ports if not port_free(port)]
+        return alive + held
+
+    try:
+        await wait_until(lambda: not left(), timeout_s=GONE_S, interval_s=0.2)
+    except AssertionError:
+        raise AssertionError(f"left behind: {', '.join(left())}") from None
+
+
+async def start_run(spawned: Spawned, path: Path, ports: list[int]) -> tuple[subprocess.Popen[bytes], list[Any]]:
+    index = len(spawned.procs)
+    run = spawned.pan("run", str(path))
+    await wait_healthy(ports[:3], spawned, index)
+    children = spawned.descendants(run)
+    assert len(children) == 3, [c.cmdline() for c in children]  # repository + 2 peers
+    return run, children
+
+
+async def test_sigkill_of_pan_run_stops_every_child_and_frees_every_port(spawned: Spawned, tmp_path: Path) -> None:
+    path, ports = write_workflow(tmp_path)
+    run, children = await start_run(spawned, path, ports)
+
+    run.send_signal(signal.SIGKILL)
+    assert run.wait(timeout=10) == -signal.SIGKILL
+    await wait_everything_gone(children, ports)
+
+    again, _ = await start_run(spawned, path, ports)  # no "address already in use"
+    again.send_signal(signal.SIGTERM)
+    assert again.wait(timeout=GONE_S) == 0
+
+
+async def test_sigterm_of_pan_run_still_stops_everything_with_exit_0(spawned: Spawned, tmp_path: Path) -> None:
+    path, ports = write_workflow(tmp_path)
+    run, children = await start_run(spawned, path, ports)
+
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=GONE_S) == 0, spawned.log()
+    await wait_everything_gone(children, ports)
+    assert "exited with code" not in spawned.log()  # no child died on its own before the stop
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill-pgid"])
+async def test_a_signal_to_the_process_group_stops_everything(spawned: Spawned, tmp_path: Path, sig: int) -> None:
+    """What a terminal's Ctrl-C (SIGINT to the foreground group) and ``kill -- -PGID`` do."""
+    path, ports = write_workflow(tmp_path)
+    run, children = await start_run(spawned, path, ports)
+    assert all(os.getpgid(c.pid) == run.pid for c in children)  # the children are in pan run's group
+
+    os.killpg(run.pid, sig)
+    assert run.wait(timeout=GONE_S) == 0, spawned.log()
+    await wait_everything_gone(children, ports)
+
+
+def write_split(folder: Path, seconds: int) -> Path:
+    """A tiny `pan split` folder: two sensors, one row per second of event time for ``seconds``."""
+    folder.mkdir()
+    start = 10_753_295_594_424_447
+    for stream in STREAMS:
+        sid = stream.removeprefix("SENSOR")
+        rows = (f"{sid},{start + k * 10**12},29000,0,138,8001750,1365108,0,10000,0,10000,0,0" for k in range(seconds))
+        (folder / f"{stream}.csv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+@pytest.mark.slow
+async def test_sigkill_of_pan_replay_leaves_nothing_behind(spawned: Spawned, tmp_path: Path) -> None:
+    path, ports = write_workflow(tmp_path)
+    data = write_split(tmp_path / "split", seconds=600)  # at --speedup 1: still feeding when killed
+    replay = spawned.pan("replay", str(path), "--data", str(data), "--record", str(tmp_path / "out"),
+                         "--speedup", "1")
+    await wait_healthy(ports[:3], spawned)
+    descendants = spawned.descendants(replay)  # pan run, the repository, 2 peers
+    assert len(descendants) == 4, [c.cmdline() for c in descendants]
+
+    replay.send_signal(signal.SIGKILL)
+    assert replay.wait(timeout=10) == -signal.SIGKILL
+    await wait_everything_gone(descendants, ports)
+
+
+async def test_a_child_whose_launcher_died_before_it_started_stops_at_once(spawned: Spawned) -> None:
+    """The race the pipe and the pid check close: the launcher is gone before the child watches."""
+    launcher = textwrap.dedent(
+        """
+        import os, subprocess, sys
+        from pan.lifeline import Lifeline
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; from pan.lifeline import die_with_launcher; "
+             "die_with_launcher(); time.sleep(120)"],
+            **Lifeline().spawn_options(),
+        )
+        print(child.pid, flush=True)
+        os._exit(0)  # gone before the child has even imported anything
+        """
+    )
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", launcher, cwd=ROOT, stdout=subprocess.PIPE)
+    async with asyncio.timeout(60):
+        out, _ = await proc.communicate()
+    assert proc.returncode == 0
+    child = psutil.Process(int(out))
+    spawned.seen[child.pid] = child
+    await wait_everything_gone([child], [])
