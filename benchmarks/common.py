@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pan.lifeline import shared_lifeline
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 
@@ -256,9 +258,9 @@ class Child:
             stdout=asyncio.subprocess.PIPE,
             stderr=self._stderr,
             cwd=REPO_ROOT,
-            env=self.env,
             start_new_session=True,
             limit=2**24,
+            **shared_lifeline().spawn_options(self.env),  # dies with the benchmark, even on SIGKILL
         )
         LIVE_CHILDREN.add(self.process.pid)
         if self.ready:

@@ -55,6 +55,7 @@ import psutil
 
 from benchmarks import common
 from benchmarks.common import percentile
+from pan.lifeline import shared_lifeline
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -174,7 +175,8 @@ class ChildProcess:
 
     async def __aenter__(self) -> ChildProcess:
         self.process = await asyncio.create_subprocess_exec(
-            *self.args, stdout=asyncio.subprocess.PIPE, stderr=self._stderr, cwd=REPO_ROOT
+            *self.args, stdout=asyncio.subprocess.PIPE, stderr=self._stderr, cwd=REPO_ROOT,
+            **shared_lifeline().spawn_options(),  # dies with the benchmark, even on SIGKILL
         )
         _LIVE_CHILDREN.add(self.process.pid)
         try:

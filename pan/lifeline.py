@@ -114,6 +114,21 @@ class Lifeline:
         self.close()
 
 
+_shared: Lifeline | None = None
+
+
+def shared_lifeline() -> Lifeline:
+    """One lifeline for the whole process, never closed: what it ties lives at most as long as we do.
+
+    For launchers that start children now and then (benchmarks) rather than
+    as one group they stop together.
+    """
+    global _shared
+    if _shared is None:
+        _shared = Lifeline()
+    return _shared
+
+
 def die_with_launcher() -> None:
     """The child's side: stop (as on SIGTERM) when the process that started us is gone.
 

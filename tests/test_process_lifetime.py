@@ -226,3 +226,38 @@ async def test_a_child_whose_launcher_died_before_it_started_stops_at_once(spawn
     child = psutil.Process(int(out))
     spawned.seen[child.pid] = child
     await wait_everything_gone([child], [])
+
+
+@pytest.mark.parametrize(
+    "wrapper",
+    ["benchmarks.common.Child(ARGS)", "benchmarks.runtime_bench.ChildProcess(ARGS)"],
+    ids=["common", "runtime"],
+)
+async def test_a_benchmark_child_dies_with_the_benchmark(spawned: Spawned, wrapper: str) -> None:
+    """The benchmarks' child wrappers: a SIGKILLed benchmark leaves no child (which never watches any pipe)."""
+    bench = textwrap.dedent(
+        f"""
+        import asyncio, sys, time
+        import benchmarks.common, benchmarks.runtime_bench
+        ARGS = [sys.executable, "-c", "print('ready', flush=True); import time; time.sleep(120)"]
+
+        async def main():
+            child = {wrapper}
+            await child.__aenter__()
+            print(child.process.pid, flush=True)
+            await asyncio.sleep(120)
+
+        asyncio.run(main())
+        """
+    )
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", bench, cwd=ROOT, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(60):
+            pid = int(await proc.stdout.readline())
+        child = psutil.Process(pid)
+        spawned.seen[pid] = child
+    finally:
+        proc.kill()
+        await proc.wait()
+    await wait_everything_gone([child], [])
