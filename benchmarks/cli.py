@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "query-delay": "benchmarks.query_delay",
     "distribution": "benchmarks.distribution",
     "replay": "benchmarks.replay_bench",
+    "chaos": "benchmarks.chaos",
 }
 
 

@@ -199,3 +199,22 @@ def replay(results: dict[str, Any], path: Path) -> Path:
         decorate(ax, f"CPU per process, {run['title']}: {run['cpu_total_s']:.0f} s in all, "
                  f"{run['rows_per_s']:,.0f} rows/s", "CPU seconds (user + system)", "")
     return save(fig, path)
+
+
+def chaos(results: dict[str, Any], path: Path) -> Path:
+    """`pan bench chaos`: slowest /health answer after each fault, by fault kind, one series per seed."""
+    fig, (ax,) = figure(1)
+    kinds = {"pause": "o", "restart": "s", "drop": "^"}
+    for n, seed in enumerate(results["seeds"]):
+        for kind, marker in kinds.items():
+            pts = [(f["started_s"], max(f["health_s"].values())) for f in seed["faults"]
+                   if f["kind"] == kind and None not in f["health_s"].values()]
+            if pts:
+                ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=f"C{n}",
+                           label=f"seed {seed['seed']} {kind}")
+    bound = results["config"]["health_bound_s"]
+    ax.axhline(bound, color="grey", linestyle="--", linewidth=1, label=f"bound {bound:g} s")
+    ax.set_ylim(bottom=0)
+    decorate(ax, "Slowest /health answer after each fault", "fault start (s after the feed started)",
+             "seconds after the fault ended")
+    return save(fig, path)
