@@ -140,14 +140,14 @@ class PanSystem:
     async def _wait_published(self, timeout_s: float = 40.0) -> None:
         import aiohttp
 
+        from pan.repository import list_streams
+
         deadline = time.monotonic() + timeout_s
         async with aiohttp.ClientSession() as session:
             while time.monotonic() < deadline:
                 with contextlib.suppress(aiohttp.ClientError, OSError, ValueError, TimeoutError):
-                    async with session.get(
-                        f"http://{common.HOST}:{self.repo_port}/streams", timeout=aiohttp.ClientTimeout(total=2)
-                    ) as response:
-                        pubs = orjson.loads(await response.read())["streams"].get("SENSOR105", [])
+                    known = await list_streams(session, common.HOST, self.repo_port, timeout_s=2)
+                    pubs = known.get("SENSOR105", [])
                     if len(pubs) >= self.publishers:
                         return
                 await asyncio.sleep(0.2)

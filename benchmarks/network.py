@@ -42,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
@@ -247,8 +248,16 @@ class Run:
         return await self._repository_json("/health") is not None
 
     async def _all_published(self) -> bool:
-        info = await self._repository_json("/streams")
-        return bool(info) and len(info.get("streams", {}).get("LAT", [])) >= 3
+        publishers: list[Any] = []
+        after: str | None = None
+        while True:  # follow the repository's /streams pages
+            info = await self._repository_json("/streams" + ("" if after is None else f"?after={quote(after)}"))
+            if not info:
+                return False
+            publishers += info.get("streams", {}).get("LAT", [])
+            after = info.get("next")
+            if after is None:
+                return len(publishers) >= 3
 
     async def set_model(self, model: dict[str, Any]) -> None:
         line = orjson.dumps(model)

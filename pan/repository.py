@@ -3,34 +3,90 @@
 Registrations are soft state.  Each one carries a lease that its publisher
 refreshes by publishing again; a repository that restarts empty is whole
 again after one refresh period, and the data plane never depends on it.
+
+The repository is reachable by anyone who can reach a worker, so what it
+accepts is checked and bounded: a publisher is an IP address or DNS name
+and a port (nothing a URL built from them could smuggle a path into),
+streams per publisher, registrations in all and leases have limits
+(``RegistryLimits``), bodies are capped, and answers that list the registry
+come in pages.  Leases expire lazily: a lookup drops its own stream's
+expired publishers, and every request sweeps a bounded number of due
+entries off a heap, so no request walks the whole registry.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import html
+import itertools
 import random
 import time
-from collections.abc import Mapping
+import urllib.parse
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import orjson
 from aiohttp import web
 
+from pan.metrics import MetricsText
 from pan.web import (
     BadRequest,
+    HttpLimits,
     HttpServer,
     NotFound,
+    add_http_metrics,
+    is_host,
     json_response,
     make_app,
     query_bool,
     query_int,
     query_str,
+    url_host,
 )
 
 DEFAULT_PORT = 8080
 DEFAULT_LEASE_MS = 15_000
-MAX_LEASE_MS = 3_600_000
+MIN_LEASE_MS = 100
+MAX_LEVEL = 1000
+#: Longest stream name; names are printable text (no control characters).
+MAX_STREAM_NAME_CHARS = 256
+#: Endpoints in one `exclude` parameter.
+MAX_EXCLUDED = 1000
+#: Streams per `/streams` or `/debug` page unless ``limit`` says otherwise (a full game has ~450).
+DEFAULT_PAGE_STREAMS = 1000
+MAX_PAGE_STREAMS = 10_000
+#: Due lease entries a request sweeps off the expiry heap (besides the streams it looks up itself).
+SWEEP_STEPS = 256
+#: Largest `POST /publish` body: 10,000 names of ~100 bytes.
+MAX_BODY_BYTES = 1 << 20
+
+Endpoint = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryLimits:
+    """Bounds on what publishers may register; defaults leave a 14-peer full game (~450 streams,
+    ~1,500 registrations with its repeaters) ample headroom."""
+
+    #: Streams one publisher (host, port) may hold at once.
+    max_streams_per_publisher: int = 10_000
+    #: Registrations (stream, publisher) in all.
+    max_registrations: int = 100_000
+    #: Longest lease.  Workers ask for 3 x refresh_ms, and a workflow's refresh_ms may be up to 600 s.
+    max_lease_ms: int = 1_800_000
+
+
+class LimitExceeded(Exception):
+    """A registration refused by ``RegistryLimits``; nothing of the request was registered."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # the label it is counted under
+        self.message = message
 
 
 @dataclass(slots=True)
@@ -41,45 +97,173 @@ class Publisher:
     lvl: int
     expires_at: float
 
+    @property
+    def endpoint(self) -> Endpoint:
+        return (self.host, self.port)
+
     def as_dict(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "rep": self.rep, "lvl": self.lvl}
 
 
 class Registry:
-    """Stream name -> publishers, with leases measured on a monotonic clock."""
+    """Stream name -> publishers, with leases measured on a monotonic clock.
 
-    def __init__(self, clock: Any = time.monotonic) -> None:
+    Indexes: by stream (lookups), by publisher (its stream count), a heap of
+    lease deadlines (expiry in bounded steps) and a sorted name list for
+    paging, rebuilt only after new names appear.
+    """
+
+    def __init__(self, limits: RegistryLimits | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits or RegistryLimits()
         self._clock = clock
-        self._streams: dict[str, dict[tuple[str, int], Publisher]] = {}
+        self._streams: dict[str, dict[Endpoint, Publisher]] = {}
+        self._by_publisher: dict[Endpoint, set[str]] = {}
+        # One entry per registration (plus stale ones of unpublished registrations, until due or rebuilt);
+        # a refresh only moves ``expires_at``, and the sweep re-queues an entry that is due but refreshed.
+        self._deadlines: list[tuple[float, int, str, Publisher]] = []
+        self._seq = itertools.count()
+        self._count = 0
+        self._names: list[str] | None = None  # sorted; may hold removed names, skipped while paging
+        self._removed_names = 0
 
-    def publish(self, stream: str, host: str, port: int, rep: bool, lvl: int, lease_ms: int) -> None:
+    def __len__(self) -> int:
+        """Registrations, counting expired ones not swept yet."""
+        return self._count
+
+    @property
+    def stream_count(self) -> int:
+        return len(self._streams)
+
+    @property
+    def publisher_count(self) -> int:
+        return len(self._by_publisher)
+
+    def publish(self, streams: Iterable[str], host: str, port: int, rep: bool, lvl: int, lease_ms: int) -> None:
+        """Register or refresh ``host:port`` for every stream, or for none (``LimitExceeded``)."""
+        names = list(dict.fromkeys(streams))
+        endpoint = (host, port)
+        self.sweep(max(SWEEP_STEPS, len(names)))
+        new = self._new_for(endpoint, names)
+        if self._count + new > self.limits.max_registrations:
+            self.sweep(None)  # whatever has expired makes room first
+            new = self._new_for(endpoint, names)
+            if self._count + new > self.limits.max_registrations:
+                raise LimitExceeded(
+                    "registry_full",
+                    f"the repository holds {self._count} registrations; {new} more would pass its limit of "
+                    f"{self.limits.max_registrations}",
+                )
+        held = len(self._by_publisher.get(endpoint, ()))
+        if held + new > self.limits.max_streams_per_publisher:
+            raise LimitExceeded(
+                "publisher_streams",
+                f"{host}:{port} holds {held} streams; {new} more would pass the limit of "
+                f"{self.limits.max_streams_per_publisher} per publisher",
+            )
         expires = self._clock() + lease_ms / 1000
-        self._streams.setdefault(stream, {})[(host, port)] = Publisher(host, port, rep, lvl, expires)
+        mine = self._by_publisher.setdefault(endpoint, set())
+        for name in names:
+            publishers = self._streams.get(name)
+            if publishers is None:
+                publishers = self._streams[name] = {}
+                self._names = None
+            pub = publishers.get(endpoint)
+            if pub is None:
+                pub = publishers[endpoint] = Publisher(host, port, rep, lvl, expires)
+                mine.add(name)
+                self._count += 1
+                heapq.heappush(self._deadlines, (expires, next(self._seq), name, pub))
+            else:
+                pub.rep, pub.lvl, pub.expires_at = rep, lvl, expires
+        if len(self._deadlines) > 2 * self._count + 1024:  # stale entries of unpublished registrations
+            self._rebuild_deadlines()
+
+    def _new_for(self, endpoint: Endpoint, names: list[str]) -> int:
+        mine = self._by_publisher.get(endpoint, set())
+        return sum(1 for name in names if name not in mine)
 
     def unpublish(self, stream: str, host: str, port: int) -> bool:
-        publishers = self._streams.get(stream)
-        if publishers is None or publishers.pop((host, port), None) is None:
+        """Drop a registration; False if there was none (or only an expired one)."""
+        pub = self._streams.get(stream, {}).get((host, port))
+        if pub is None:
             return False
-        if not publishers:
-            del self._streams[stream]
-        return True
+        self._remove(stream, pub.endpoint)
+        return pub.expires_at > self._clock()
 
     def publishers(self, stream: str) -> list[Publisher]:
-        self._expire()
-        return list(self._streams.get(stream, {}).values())
+        """The stream's live publishers; costs its own publishers plus one bounded sweep step."""
+        self.sweep(SWEEP_STEPS)
+        return self._live(stream, self._clock())
+
+    def page(self, after: str | None, limit: int) -> tuple[list[tuple[str, list[Publisher]]], str | None]:
+        """Up to ``limit`` streams named after ``after``, in name order, and the cursor of the next page."""
+        self.sweep(SWEEP_STEPS)
+        now = self._clock()
+        names = self._sorted_names()
+        start = 0 if after is None else bisect.bisect_right(names, after)
+        rows: list[tuple[str, list[Publisher]]] = []
+        for index in range(start, len(names)):
+            if len(rows) == limit:
+                return rows, rows[-1][0]
+            publishers = self._live(names[index], now)
+            if publishers:
+                rows.append((names[index], publishers))
+        return rows, None
 
     def snapshot(self) -> dict[str, list[Publisher]]:
-        self._expire()
-        return {name: list(pubs.values()) for name, pubs in sorted(self._streams.items())}
+        """Every stream with its live publishers (tests and small registries; servers page instead)."""
+        rows, _ = self.page(None, len(self._streams) + 1)
+        return dict(rows)
 
-    def _expire(self) -> None:
+    def sweep(self, max_steps: int | None) -> int:
+        """Take due entries off the deadline heap (at most ``max_steps``), expiring their registrations."""
         now = self._clock()
-        for name in list(self._streams):
-            publishers = self._streams[name]
-            for key in [key for key, pub in publishers.items() if pub.expires_at <= now]:
-                del publishers[key]
-            if not publishers:
-                del self._streams[name]
+        steps = 0
+        heap = self._deadlines
+        while heap and heap[0][0] <= now and (max_steps is None or steps < max_steps):
+            _, _, name, pub = heapq.heappop(heap)
+            steps += 1
+            if self._streams.get(name, {}).get(pub.endpoint) is not pub:
+                continue  # unpublished (and maybe registered anew, with its own entry)
+            if pub.expires_at <= now:
+                self._remove(name, pub.endpoint)
+            else:  # refreshed since it was queued
+                heapq.heappush(heap, (pub.expires_at, next(self._seq), name, pub))
+        return steps
+
+    def _live(self, stream: str, now: float) -> list[Publisher]:
+        publishers = self._streams.get(stream)
+        if publishers is None:
+            return []
+        for pub in [pub for pub in publishers.values() if pub.expires_at <= now]:
+            self._remove(stream, pub.endpoint)
+        return list(publishers.values())
+
+    def _remove(self, stream: str, endpoint: Endpoint) -> None:
+        publishers = self._streams[stream]
+        del publishers[endpoint]
+        self._count -= 1
+        if not publishers:
+            del self._streams[stream]
+            self._removed_names += 1
+        mine = self._by_publisher[endpoint]
+        mine.discard(stream)
+        if not mine:
+            del self._by_publisher[endpoint]
+
+    def _sorted_names(self) -> list[str]:
+        if self._names is None or self._removed_names > len(self._streams):
+            self._names = sorted(self._streams)
+            self._removed_names = 0
+        return self._names
+
+    def _rebuild_deadlines(self) -> None:
+        self._deadlines = [
+            (pub.expires_at, next(self._seq), name, pub)
+            for name, publishers in self._streams.items()
+            for pub in publishers.values()
+        ]
+        heapq.heapify(self._deadlines)
 
 
 def choose_publisher(
@@ -87,7 +271,7 @@ def choose_publisher(
     *,
     norep: bool,
     below_level: int | None,
-    exclude: set[tuple[str, int]],
+    exclude: set[Endpoint],
     rng: random.Random,
 ) -> Publisher | None:
     """Random choice among the publishers a subscriber allows."""
@@ -101,33 +285,103 @@ def choose_publisher(
     return rng.choice(allowed) if allowed else None
 
 
-def parse_endpoints(raw: str | None) -> set[tuple[str, int]]:
-    """``host:port,host:port`` -> set; used by the optional `exclude` parameter."""
+# --- validation -------------------------------------------------------------------------------
+
+
+def check_host(value: Any, name: str = "h") -> str:
+    if not isinstance(value, str) or not is_host(value):
+        raise BadRequest(
+            f"parameter '{name}' must be an IP address or a DNS name (no port, path or spaces), got {value!r:.80}"
+        )
+    return value
+
+
+def check_stream(value: Any, name: str = "s") -> str:
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > MAX_STREAM_NAME_CHARS
+        or not value.isprintable()
+    ):
+        raise BadRequest(
+            f"parameter '{name}' must be a stream name of 1 to {MAX_STREAM_NAME_CHARS} printable characters, "
+            f"got {value!r:.80}"
+        )
+    return value
+
+
+def parse_endpoints(raw: str | None) -> set[Endpoint]:
+    """``host:port,[v6]:port`` -> set; used by the optional `exclude` parameter."""
     if not raw:
         return set()
-    endpoints: set[tuple[str, int]] = set()
-    for part in raw.split(","):
-        host, sep, port = part.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise BadRequest(f"parameter 'exclude' must be host:port[,host:port...], got {part!r}")
+    parts = raw.split(",")
+    if len(parts) > MAX_EXCLUDED:
+        raise BadRequest(f"parameter 'exclude' lists more than {MAX_EXCLUDED} endpoints")
+    endpoints: set[Endpoint] = set()
+    for part in parts:
+        if part.startswith("["):
+            host, sep, port = part[1:].partition("]:")
+        else:
+            host, sep, port = part.rpartition(":")
+        if not sep or not is_host(host) or not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise BadRequest(f"parameter 'exclude' must be host:port[,host:port...], got {part!r:.80}")
         endpoints.add((host, int(port)))
     return endpoints
 
 
-def _param_text(value: Any) -> str:
-    """A JSON value as the query-string text the GET validators expect."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+@dataclass(frozen=True, slots=True)
+class Registration:
+    host: str
+    port: int
+    rep: bool
+    lvl: int
+    lease_ms: int
+
+
+#: `POST /publish` body fields besides ``s``, and the JSON types each must have.
+_POST_FIELDS = {"h": "a string", "p": "an integer", "rep": "true or false", "lvl": "an integer", "ttl": "an integer"}
+
+
+def _post_params(body: dict[str, Any]) -> dict[str, str]:
+    """The body's fields as GET-style text, once each has the right JSON type (``"yes"`` is no boolean)."""
+    params: dict[str, str] = {}
+    for key, value in body.items():
+        if key == "s" or value is None:
+            continue
+        if key not in _POST_FIELDS:
+            raise BadRequest(f"unknown field {key!r:.40} (expected s, {', '.join(_POST_FIELDS)})")
+        if key == "h":
+            ok = isinstance(value, str)
+        elif key == "rep":
+            ok = isinstance(value, bool)
+        else:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        if not ok:
+            raise BadRequest(f"field '{key}' must be {_POST_FIELDS[key]}, got {value!r:.80}")
+        params[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return params
+
+
+# --- the server -------------------------------------------------------------------------------
 
 
 class RepositoryServer:
     """aiohttp front end for the Registry (DESIGN §4, "Repository")."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, seed: int | None = None) -> None:
-        self.registry = Registry()
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        seed: int | None = None,
+        limits: RegistryLimits | None = None,
+        http: HttpLimits | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
+        self.registry = Registry(limits)
+        self.refused: Counter[str] = Counter()  # registrations refused by RegistryLimits, by reason
         self._rng = random.Random(seed)
-        app = make_app()
+        app = make_app(max_body_bytes=max_body_bytes)
         app.add_routes(
             [
                 web.get("/publish", self.handle_publish),
@@ -137,9 +391,10 @@ class RepositoryServer:
                 web.get("/streams", self.handle_streams),
                 web.get("/debug", self.handle_debug),
                 web.get("/health", self.handle_health),
+                web.get("/metrics", self.handle_metrics),
             ]
         )
-        self.server = HttpServer(app, host, port)
+        self.server = HttpServer(app, host, port, limits=http)
 
     @property
     def port(self) -> int:
@@ -152,18 +407,18 @@ class RepositoryServer:
         await self.server.stop()
 
     async def handle_publish(self, request: web.Request) -> web.Response:
-        q = request.query
-        stream = query_str(q, "s", required=True)
-        assert stream
-        lease_ms = self._publish([stream], q)
-        return json_response({"status": "ok", "lease_ms": lease_ms})
+        stream = check_stream(query_str(request.query, "s", required=True))
+        registration = self._registration(request.query)
+        self._register([stream], registration)
+        return json_response({"status": "ok", "lease_ms": registration.lease_ms})
 
     async def handle_publish_many(self, request: web.Request) -> web.Response:
         """``POST /publish``: one lease refresh for many streams of one publisher.
 
         A worker with hundreds of outputs would otherwise send hundreds of
         requests every refresh period.  The body is a JSON object with the GET
-        parameters, except that ``s`` is a list of stream names.
+        parameters as JSON values of their own types (``p`` a number, ``rep``
+        true or false), except that ``s`` is a list of stream names.
         """
         try:
             body = orjson.loads(await request.read())
@@ -174,46 +429,53 @@ class RepositoryServer:
         streams = body.get("s")
         if not isinstance(streams, list) or not streams or not all(isinstance(s, str) and s for s in streams):
             raise BadRequest("'s' must be a non-empty list of stream names")
-        params = {k: _param_text(v) for k, v in body.items() if k != "s" and v is not None}
-        lease_ms = self._publish(streams, params)
-        return json_response({"status": "ok", "lease_ms": lease_ms, "streams": len(streams)})
+        for stream in streams:
+            check_stream(stream)
+        registration = self._registration(_post_params(body))
+        self._register(streams, registration)
+        return json_response({"status": "ok", "lease_ms": registration.lease_ms, "streams": len(streams)})
 
-    def _publish(self, streams: list[str], q: Mapping[str, str]) -> int:
-        """Validate the publisher's parameters, then register it for every stream."""
-        host = query_str(q, "h", required=True)
+    def _registration(self, q: Mapping[str, str]) -> Registration:
+        """Validate the publisher's parameters."""
+        host = check_host(query_str(q, "h", required=True))
         port = query_int(q, "p", minimum=1, maximum=65535)
         if port is None:
             raise BadRequest("missing parameter 'p'")
         rep = query_bool(q, "rep")
-        lvl = query_int(q, "lvl", default=1 if rep else 0, minimum=0, maximum=1000)
+        lvl = query_int(q, "lvl", default=1 if rep else 0, minimum=0, maximum=MAX_LEVEL)
         if not rep and lvl != 0:
             raise BadRequest("an original producer (rep=false) has level 0")
         if rep and lvl == 0:
             raise BadRequest("a repeater (rep=true) needs a level >= 1")
-        lease_ms = query_int(q, "ttl", default=DEFAULT_LEASE_MS, minimum=100, maximum=MAX_LEASE_MS)
-        assert host and lvl is not None and lease_ms is not None
-        for stream in streams:
-            self.registry.publish(stream, host, port, rep, lvl, lease_ms)
-        return lease_ms
+        max_lease = self.registry.limits.max_lease_ms
+        default_lease = min(DEFAULT_LEASE_MS, max_lease)
+        lease_ms = query_int(q, "ttl", default=default_lease, minimum=MIN_LEASE_MS, maximum=max_lease)
+        assert lvl is not None and lease_ms is not None
+        return Registration(host, port, rep, lvl, lease_ms)
+
+    def _register(self, streams: list[str], r: Registration) -> None:
+        try:
+            self.registry.publish(streams, r.host, r.port, r.rep, r.lvl, r.lease_ms)
+        except LimitExceeded as exc:
+            self.refused[exc.reason] += 1
+            raise BadRequest(exc.message, 429) from None
 
     async def handle_unpublish(self, request: web.Request) -> web.Response:
         q = request.query
-        stream = query_str(q, "s", required=True)
-        host = query_str(q, "h", required=True)
+        stream = check_stream(query_str(q, "s", required=True))
+        host = check_host(query_str(q, "h", required=True))
         port = query_int(q, "p", minimum=1, maximum=65535)
         if port is None:
             raise BadRequest("missing parameter 'p'")
-        assert stream and host
         if not self.registry.unpublish(stream, host, port):
             raise NotFound(f"{host}:{port} does not publish stream '{stream}'")
         return json_response({"status": "ok"})
 
     async def handle_subscribe(self, request: web.Request) -> web.Response:
         q = request.query
-        stream = query_str(q, "s", required=True)
-        assert stream
+        stream = check_stream(query_str(q, "s", required=True))
         norep = query_bool(q, "norep")
-        below = query_int(q, "lvl", minimum=0, maximum=1000)
+        below = query_int(q, "lvl", minimum=0, maximum=MAX_LEVEL)
         exclude = parse_endpoints(query_str(q, "exclude"))
         candidates = self.registry.publishers(stream)
         if not candidates:
@@ -223,24 +485,72 @@ class RepositoryServer:
             raise NotFound(f"no allowed publisher for stream '{stream}' ({len(candidates)} registered)")
         return json_response({"status": "ok", "stream": stream, **chosen.as_dict()})
 
+    def _page(self, q: Mapping[str, str]) -> tuple[list[tuple[str, list[Publisher]]], str | None]:
+        after = query_str(q, "after")
+        limit = query_int(q, "limit", default=DEFAULT_PAGE_STREAMS, minimum=1, maximum=MAX_PAGE_STREAMS)
+        assert limit is not None
+        return self.registry.page(after, limit)
+
     async def handle_streams(self, request: web.Request) -> web.Response:
-        snapshot = self.registry.snapshot()
-        return json_response({"streams": {name: [p.as_dict() for p in pubs] for name, pubs in snapshot.items()}})
+        """One page of the registry; ``next`` is the ``after`` of the following page, null on the last."""
+        rows, cursor = self._page(request.query)
+        return json_response({"streams": {name: [p.as_dict() for p in pubs] for name, pubs in rows}, "next": cursor})
 
     async def handle_debug(self, request: web.Request) -> web.Response:
+        page, cursor = self._page(request.query)
         rows = []
-        for name, pubs in self.registry.snapshot().items():
+        for name, pubs in page:
             for pub in sorted(pubs, key=lambda p: (p.lvl, p.host, p.port)):
                 rows.append(
                     f"<tr><td>{html.escape(name)}</td><td>{html.escape(pub.host)}:{pub.port}</td>"
                     f"<td>{'repeater' if pub.rep else 'producer'}</td><td>{pub.lvl}</td></tr>"
                 )
+        more = ""
+        if cursor is not None:
+            query = urllib.parse.urlencode({"after": cursor, "limit": request.query.get("limit", DEFAULT_PAGE_STREAMS)})
+            more = f'<p><a href="?{html.escape(query)}">next page</a></p>'
         body = (
             "<!doctype html><html><head><title>PAN repository</title></head><body>"
-            "<h1>PAN repository</h1><table border=1><tr><th>stream</th><th>publisher</th>"
-            "<th>role</th><th>level</th></tr>" + "".join(rows) + "</table></body></html>"
+            f"<h1>PAN repository</h1><p>{self.registry.stream_count} streams, {len(self.registry)} registrations</p>"
+            "<table border=1><tr><th>stream</th><th>publisher</th>"
+            "<th>role</th><th>level</th></tr>" + "".join(rows) + "</table>" + more + "</body></html>"
         )
         return web.Response(text=body, content_type="text/html")
 
     async def handle_health(self, request: web.Request) -> web.Response:
         return json_response({"status": "ok", "role": "repository"})
+
+    async def handle_metrics(self, request: web.Request) -> web.Response:
+        metrics = MetricsText(role="repository")
+        metrics.add("pan_repository_streams", self.registry.stream_count)
+        metrics.add("pan_repository_registrations", len(self.registry))
+        metrics.add("pan_repository_publishers", self.registry.publisher_count)
+        for reason in ("publisher_streams", "registry_full"):
+            metrics.add("pan_repository_refused_total", self.refused[reason], "counter", reason=reason)
+        add_http_metrics(metrics, self.server)
+        return web.Response(text=metrics.render(), content_type="text/plain")
+
+
+# --- clients --------------------------------------------------------------------------------
+
+
+async def list_streams(
+    session: aiohttp.ClientSession, host: str, port: int, *, timeout_s: float = 2.0, page: int = MAX_PAGE_STREAMS
+) -> dict[str, list[dict[str, Any]]]:
+    """Every registered stream and its publishers, following `/streams` pages.
+
+    Raises ``aiohttp.ClientError``/``TimeoutError``/``ValueError`` (bad answer) like one GET would.
+    """
+    streams: dict[str, list[dict[str, Any]]] = {}
+    after: str | None = None
+    base = f"http://{url_host(host)}:{port}/streams"
+    while True:
+        params = {"limit": str(page)} if after is None else {"limit": str(page), "after": after}
+        async with session.get(base, params=params, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            body = orjson.loads(await response.read())
+        if response.status != 200 or not isinstance(body, dict) or not isinstance(body.get("streams"), dict):
+            raise ValueError(f"repository {host}:{port} answered /streams with {response.status}")
+        streams.update(body["streams"])
+        after = body.get("next")
+        if after is None:
+            return streams

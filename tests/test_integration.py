@@ -13,12 +13,14 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
+import aiohttp
 import orjson
 import psutil
 import pytest
 
 from pan.client import StreamSubscriber
 from pan.ingest import send_lines
+from pan.repository import list_streams
 from pan.web import free_port
 from tests.conftest import (
     Processes,
@@ -32,6 +34,12 @@ from tests.conftest import (
 
 REFRESH_MS = 400
 STREAMS = ["SENSOR4", "SENSOR47"]
+
+
+async def repository_streams(port: int) -> dict[str, list[dict]]:
+    """Every stream the repository lists, across its `/streams` pages."""
+    async with aiohttp.ClientSession() as session:
+        return await list_streams(session, "127.0.0.1", port, timeout_s=10)
 
 
 class Feeder:
@@ -69,14 +77,13 @@ async def network(processes: Processes) -> AsyncIterator[dict]:
     ]
     path = processes.write_workflow(workflow_dict(repo_port, specs, refresh_ms=REFRESH_MS))
     run = processes.pan("run", str(path), log_name="run")
-    repo = f"http://127.0.0.1:{repo_port}"
 
     async def registered() -> bool:
         try:
-            status, body = await get_json(f"{repo}/streams")
-        except OSError:
+            known = await repository_streams(repo_port)
+        except (OSError, ValueError, aiohttp.ClientError):
             return False
-        return status == 200 and all(len(body["streams"].get(s, [])) == 3 for s in STREAMS)
+        return all(len(known.get(s, [])) == 3 for s in STREAMS)
 
     await wait_until(registered, timeout_s=30)
     feeder = Feeder(specs[0]["ingest_port"])
@@ -161,10 +168,10 @@ async def test_sigkill_of_the_publisher_in_use_and_repository_restart(network: d
 
             async def re_registered() -> bool:
                 try:
-                    _, body = await get_json(f"{repo_url}/streams")
-                except OSError:
+                    known = await repository_streams(network["repo_port"])
+                except (OSError, ValueError, aiohttp.ClientError):
                     return False
-                ports = {p["port"] for p in body["streams"].get("SENSOR4", [])}
+                ports = {p["port"] for p in known.get("SENSOR4", [])}
                 return ports == {s["port"] for s in survivors}
 
             await wait_until(answering, timeout_s=30, interval_s=0.02)  # the new process is up (empty)

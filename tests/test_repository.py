@@ -22,7 +22,7 @@ async def test_publish_subscribe_streams_unpublish(repository: RepositoryServer)
     assert status == 200
     assert answer == {"status": "ok", "stream": "S1", "host": "127.0.0.1", "port": 9001, "rep": False, "lvl": 0}
     status, streams = await get_json(url(repository, "streams"))
-    assert streams == {"streams": {"S1": [{"host": "127.0.0.1", "port": 9001, "rep": False, "lvl": 0}]}}
+    assert streams == {"streams": {"S1": [{"host": "127.0.0.1", "port": 9001, "rep": False, "lvl": 0}]}, "next": None}
     assert (await get_json(url(repository, "unpublish"), s="S1", h="127.0.0.1", p=9001))[0] == 200
     status, answer = await get_json(url(repository, "subscribe"), s="S1")
     assert status == 404 and answer["status"] == "error" and "S1" in answer["error"]
@@ -117,7 +117,7 @@ async def test_post_publish_registers_many_streams_at_once(repository: Repositor
     assert await post_publish(repository, body) == (200, {"status": "ok", "lease_ms": 5000, "streams": 3})
     _, streams = await get_json(url(repository, "streams"))
     entry = [{"host": "127.0.0.1", "port": 9005, "rep": True, "lvl": 2}]
-    assert streams == {"streams": {"A": entry, "B": entry, "C": entry}}
+    assert streams == {"streams": {"A": entry, "B": entry, "C": entry}, "next": None}
 
 
 @pytest.mark.parametrize(
@@ -137,4 +137,4 @@ async def test_post_publish_rejects_bad_bodies_and_registers_nothing(
 ) -> None:
     status, answer = await post_publish(repository, body)
     assert status == 400 and needle in answer["error"]
-    assert (await get_json(url(repository, "streams")))[1] == {"streams": {}}
+    assert (await get_json(url(repository, "streams")))[1] == {"streams": {}, "next": None}
