@@ -19,6 +19,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pan.lifeline import shared_lifeline
+
 RATE_HZ = 100
 #: ``function (path/to/file.py:123)`` in py-spy's collapsed output.
 FRAME = re.compile(r"^(?P<function>.*) \((?P<path>.*?)(?::\d+)?\)$")
@@ -46,6 +48,7 @@ class Recording:
             binary, "record", "--pid", str(self.pid), "--duration", str(max(1, round(seconds))),
             "--rate", str(RATE_HZ), "--format", "raw", "--nonblocking", "--output", str(self.out),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            **shared_lifeline().spawn_options(),  # dies with the benchmark, even on SIGKILL
         )
 
     async def wait(self, timeout_s: float) -> None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks.observer import read_arrivals
+from pan.lifeline import shared_lifeline
 
 HELP = "query delay per stream (SENSOR105, B2, BP_wholeGame_A, a heat map, SHOTS) replaying in real time"
 SECTION = "query-delay-bench"
@@ -103,6 +104,7 @@ async def receive(workflow_path: Path, data: Path, work: Path) -> dict[str, list
     client = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "benchmarks.observer", "--repository", workflow.repository.address,
         "--out", str(arrivals), *STREAMS, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        **shared_lifeline().spawn_options(),  # dies with the benchmark, even on SIGKILL
     )
     try:
         assert client.stdout is not None

@@ -23,6 +23,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pan.lifeline import shared_lifeline  # noqa: E402
 from pan.web import free_port  # noqa: E402
 from simulator.debs import HALF1  # noqa: E402
 
@@ -100,7 +101,8 @@ def main() -> None:
         command = [sys.executable, "-m", "pan", "run", str(wf_path)]
         if args.sink == "discard":
             command = [sys.executable, "-c", DISCARD, str(workflow["workers"][0]["ingest_port"]), str(http_port)]
-        runtime = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        runtime = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   **shared_lifeline().spawn_options())  # dies with us, even on SIGKILL
         try:
             for _ in range(100):
                 try:
@@ -110,7 +112,8 @@ def main() -> None:
                     time.sleep(0.1)
             started = time.perf_counter()
             sim = psutil.Popen([sys.executable, "-m", "pan", "simulate", "--workflow", str(wf_path), "--data",
-                                str(folder), "--speedup", "0", "--quiet"], cwd=ROOT, stdout=subprocess.PIPE)
+                                str(folder), "--speedup", "0", "--quiet"], cwd=ROOT, stdout=subprocess.PIPE,
+                              **shared_lifeline().spawn_options())
             cpu = None
             while sim.poll() is None:
                 try:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import orjson
 
+from pan.lifeline import die_with_launcher
 from pan.replay import replay
 from pan.workflow import WorkflowError, load_workflow, on_free_ports
 from simulator.impair import ImpairProfile, ProfileError
@@ -50,6 +51,7 @@ def moved_to_free_ports(path: Path, out_dir: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    die_with_launcher()  # started by a benchmark or a script: stop when it is gone
     try:
         workflow_path = moved_to_free_ports(Path(args.workflow), args.record) if args.free_ports else args.workflow
         workflow = load_workflow(workflow_path)

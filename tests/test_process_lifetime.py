@@ -143,39 +143,44 @@ async def start_run(spawned: Spawned, path: Path, ports: list[int]) -> tuple[sub
     return run, children
 
 
-async def test_sigkill_of_pan_run_stops_every_child_and_frees_every_port(spawned: Spawned, tmp_path: Path) -> None:
-    path, ports = write_workflow(tmp_path)
-    run, children = await start_run(spawned, path, ports)
-
-    run.send_signal(signal.SIGKILL)
-    assert run.wait(timeout=10) == -signal.SIGKILL
-    await wait_everything_gone(children, ports)
-
-    again, _ = await start_run(spawned, path, ports)  # no "address already in use"
-    again.send_signal(signal.SIGTERM)
-    assert again.wait(timeout=GONE_S) == 0
+STOPS = {  # how pan run is stopped -> (signal, to its whole process group?, exit status of pan run)
+    "sigkill": (signal.SIGKILL, False, -signal.SIGKILL),
+    "sigterm": (signal.SIGTERM, False, 0),
+    "ctrl-c": (signal.SIGINT, True, 0),  # what a terminal does: SIGINT to the foreground process group
+    "kill-pgid": (signal.SIGTERM, True, 0),  # kill -- -PGID
+}
 
 
-async def test_sigterm_of_pan_run_still_stops_everything_with_exit_0(spawned: Spawned, tmp_path: Path) -> None:
-    path, ports = write_workflow(tmp_path)
-    run, children = await start_run(spawned, path, ports)
-
-    run.send_signal(signal.SIGTERM)
-    assert run.wait(timeout=GONE_S) == 0, spawned.log()
-    await wait_everything_gone(children, ports)
-    assert "exited with code" not in spawned.log()  # no child died on its own before the stop
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill-pgid"])
-async def test_a_signal_to_the_process_group_stops_everything(spawned: Spawned, tmp_path: Path, sig: int) -> None:
-    """What a terminal's Ctrl-C (SIGINT to the foreground group) and ``kill -- -PGID`` do."""
+@pytest.mark.parametrize("how", list(STOPS))
+async def test_pan_run_stopped_in_any_way_leaves_no_child_and_no_port(
+    spawned: Spawned, tmp_path: Path, how: str
+) -> None:
+    sig, to_group, status = STOPS[how]
     path, ports = write_workflow(tmp_path)
     run, children = await start_run(spawned, path, ports)
     assert all(os.getpgid(c.pid) == run.pid for c in children)  # the children are in pan run's group
 
-    os.killpg(run.pid, sig)
-    assert run.wait(timeout=GONE_S) == 0, spawned.log()
+    if to_group:
+        os.killpg(run.pid, sig)
+    else:
+        run.send_signal(sig)
+    assert run.wait(timeout=GONE_S) == status, spawned.log()
     await wait_everything_gone(children, ports)
+    assert "exited with code" not in spawned.log()  # no child died on its own before pan run stopped it
+
+
+@pytest.mark.slow
+async def test_pan_run_starts_again_on_the_same_ports_after_a_sigkill(spawned: Spawned, tmp_path: Path) -> None:
+    """The finding as reported: the next `pan run` failed with "address already in use"."""
+    path, ports = write_workflow(tmp_path)
+    run, children = await start_run(spawned, path, ports)
+    run.send_signal(signal.SIGKILL)
+    assert run.wait(timeout=10) == -signal.SIGKILL
+    await wait_everything_gone(children, ports)
+
+    again, _ = await start_run(spawned, path, ports)
+    again.send_signal(signal.SIGTERM)
+    assert again.wait(timeout=GONE_S) == 0, spawned.log(1)
 
 
 def write_split(folder: Path, seconds: int) -> Path:
@@ -190,7 +195,9 @@ def write_split(folder: Path, seconds: int) -> Path:
 
 
 @pytest.mark.slow
-async def test_sigkill_of_pan_replay_leaves_nothing_behind(spawned: Spawned, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
+async def test_a_killed_pan_replay_leaves_nothing_behind(spawned: Spawned, tmp_path: Path, sig: int) -> None:
+    """`pan replay` has no SIGTERM handler of its own: either signal ends it at once, and its workflow must follow."""
     path, ports = write_workflow(tmp_path)
     data = write_split(tmp_path / "split", seconds=600)  # at --speedup 1: still feeding when killed
     replay = spawned.pan("replay", str(path), "--data", str(data), "--record", str(tmp_path / "out"),
@@ -199,8 +206,8 @@ async def test_sigkill_of_pan_replay_leaves_nothing_behind(spawned: Spawned, tmp
     descendants = spawned.descendants(replay)  # pan run, the repository, 2 peers
     assert len(descendants) == 4, [c.cmdline() for c in descendants]
 
-    replay.send_signal(signal.SIGKILL)
-    assert replay.wait(timeout=10) == -signal.SIGKILL
+    replay.send_signal(sig)
+    assert replay.wait(timeout=10) == -sig
     await wait_everything_gone(descendants, ports)
 
 
