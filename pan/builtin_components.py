@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from pan.component import Component, register
-from pan.ingest import IngestServer, Row, encode_sensor_row
+from pan.ingest import INGEST_PARAMS, IngestServer, Row, encode_sensor_row, parse_ingest_params
 from pan.streams import InputStream, OutputStream, encode
 from pan.workflow import WorkerSpec
 
@@ -21,6 +21,13 @@ class Forwarder(Component):
     type_name = "forwarder"
 
     @classmethod
+    def check_params(cls, spec: WorkerSpec) -> list[str]:
+        """Ingest settings and declared schemas (pan.ingest.parse_ingest_params); every problem named."""
+        allowed = ", ".join(INGEST_PARAMS)
+        problems = [f"{key}: unknown key (allowed: {allowed})" for key in spec.params if key not in INGEST_PARAMS]
+        return problems + parse_ingest_params(spec.params, spec.inter_pan_inputs)[1]
+
+    @classmethod
     def output_names(cls, spec: WorkerSpec) -> list[str]:
         return list(spec.inter_pan_inputs)
 
@@ -28,8 +35,11 @@ class Forwarder(Component):
         spec = self.ctx.spec
         if spec.ingest_port is None:
             raise ValueError(f"forwarder '{spec.name}' needs an ingest_port")
+        settings, problems = parse_ingest_params(spec.params, spec.inter_pan_inputs)
+        if problems:
+            raise ValueError(f"forwarder '{spec.name}': " + "; ".join(problems))
         self.ingest = IngestServer(
-            spec.host, spec.ingest_port, set(spec.inter_pan_inputs), self._deliver, self._promised
+            spec.host, spec.ingest_port, set(spec.inter_pan_inputs), self._deliver, self._promised, settings
         )
         await self.ingest.start()
 

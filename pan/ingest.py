@@ -1,11 +1,21 @@
-"""Inter-PAN ingest: newline-delimited sensor rows over plain TCP.
+"""Inter-PAN ingest: newline-delimited rows over plain TCP, checked at the door.
 
 A line that starts with ``{`` is a JSON object with at least ``stream`` and
 ``ts`` (with ``"promise": true`` it is a promise, not data: see ``PROMISE``);
-any other line is a CSV sensor row whose first field is the sensor
-id, published as stream ``SENSOR<sid>``.  Nothing a sender writes can stop
-the server: bad lines are counted and logged, and everything valid is
-delivered in arrival order.
+any other line is a CSV row whose first field is its key, published as
+stream ``SENSOR<key>``.  Nothing a sender writes can stop the server or
+poison a stream:
+
+- every row is checked against its stream's schema (``pan.schema``): CSV rows
+  and JSON rows into a ``SENSOR<key>`` stream have the CSV layout, other
+  streams a declared schema or the generic one; refused rows are counted per
+  reason and logged with a rate limit;
+- a promise must be an int64 and may not run ahead of the sender's own data
+  by more than ``promise_ahead_ms`` (the sender is the connection);
+- rows over ``max_row_bytes`` are refused, idle connections are closed, and
+  each remote address may hold only so many connections at once.
+
+Everything valid is delivered in arrival order.
 """
 
 from __future__ import annotations
@@ -13,26 +23,122 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from pan.ordering import PS_PER_MS
+from pan.ratelimit import RateLimitedLog
+from pan.schema import (
+    GENERIC,
+    INT,
+    NOT_INT64,
+    STREAM_MISMATCH,
+    TS_LIMIT,
+    TS_OUT_OF_RANGE,
+    WRONG_TYPE,
+    Schema,
+    check_value,
+    parse_schema,
+)
+
 log = logging.getLogger(__name__)
 
-#: Field names of a CSV sensor row (DESIGN §6, JSON names).
+#: Field names of a CSV sensor row (DESIGN §6, JSON names); the first is the key that names the stream.
 SENSOR_FIELDS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
 SENSOR_PREFIX = "SENSOR"
-MAX_LINE_BYTES = 64 * 1024
+#: The CSV layout as a schema: JSON rows into a ``SENSOR<key>`` stream must match it (all integers, no others).
+CSV_SCHEMA = Schema({name: (INT, True) for name in SENSOR_FIELDS}, extra=False)
+_TS_COLUMN = SENSOR_FIELDS.index("ts")
+#: Packing a CSV row's values as int64s is the cheapest range check (struct.error when one is beyond).
+_INT64_ROW = struct.Struct(f"{len(SENSOR_FIELDS)}q").pack
+MAX_LINE_BYTES = 64 * 1024  # longer lines are skipped while reading, before any parsing (``oversized``)
 READ_CHUNK = 256 * 1024
-LOGGED_PROBLEMS = 20  # log this many bad lines in full, then only count them
 
 #: A watermark beyond any ts: nothing more will come (a cleanly closed sensor connection, or a promise).
-END_OF_STREAM = 2**62
+END_OF_STREAM = TS_LIMIT
 #: The key of a promise line, ``{"stream": S, "ts": T, "promise": true}``: no row of S older than T
 #: follows. It carries no data; a sender uses it for a sensor that is quiet or has no data at all.
 PROMISE = "promise"
+
+# --- settings (forwarder ``params``), with their defaults -------------------------------------
+
+#: Rows longer than this are refused (``rejected.row_too_large``); sensor rows are ~100 bytes.
+DEFAULT_MAX_ROW_BYTES = 16 * 1024
+#: How far (event time) a promise may run ahead of the newest ts its connection sent for the stream.
+DEFAULT_PROMISE_AHEAD_MS = 10_000
+#: A connection that sends nothing for this long is closed (without ending its streams).
+#: Long enough for a sensor that pauses, e.g. during a half-time break that is not cut out.
+DEFAULT_IDLE_TIMEOUT_S = 60.0
+#: Concurrent connections per remote address; `pan simulate` opens one per sensor (~45) per run.
+DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256
+MAX_IDLE_TIMEOUT_S = 86_400.0
+MAX_PROMISE_AHEAD_MS = 10**9  # ~11 days of event time
+
+INGEST_PARAMS = ("max_row_bytes", "promise_ahead_ms", "idle_timeout_s", "max_connections_per_address", "schemas")
+
+# Reasons, beyond pan.schema's, in the ``rejected`` and ``promises_refused`` counters.
+ROW_TOO_LARGE = "row_too_large"
+NOT_SENDER = "not_sender"  # a promise for a stream whose data another connection carries
+TOO_FAR_AHEAD = "too_far_ahead"  # a promise beyond the connection's newest ts + promise_ahead_ms
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
+    promise_ahead_ms: int = DEFAULT_PROMISE_AHEAD_MS
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
+    #: Declared schemas by stream; other streams get the CSV layout (``SENSOR<key>``) or ``GENERIC``.
+    schemas: Mapping[str, Schema] = field(default_factory=dict)
+
+
+def parse_ingest_params(params: Mapping[str, Any], streams: list[str]) -> tuple[IngestSettings, list[str]]:
+    """Settings from a forwarder's ``params``, and every problem as "key: message"."""
+    problems: list[str] = []
+
+    def integer(key: str, default: int, lo: int, hi: int) -> int:
+        value = params.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            problems.append(f"{key}: must be an integer in {lo}..{hi}, got {value!r}")
+            return default
+        return value
+
+    max_row = integer("max_row_bytes", DEFAULT_MAX_ROW_BYTES, 64, MAX_LINE_BYTES)
+    ahead = integer("promise_ahead_ms", DEFAULT_PROMISE_AHEAD_MS, 0, MAX_PROMISE_AHEAD_MS)
+    per_address = integer("max_connections_per_address", DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, 1, 1_000_000)
+    idle = params.get("idle_timeout_s", DEFAULT_IDLE_TIMEOUT_S)
+    if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 < idle <= MAX_IDLE_TIMEOUT_S:
+        problems.append(f"idle_timeout_s: must be a number of seconds in (0, {MAX_IDLE_TIMEOUT_S:.0f}], got {idle!r}")
+        idle = DEFAULT_IDLE_TIMEOUT_S
+    schemas: dict[str, Schema] = {}
+    raw_schemas = params.get("schemas", {})
+    if not isinstance(raw_schemas, dict):
+        problems.append(f"schemas: must be an object of stream name to schema, got {raw_schemas!r}")
+        raw_schemas = {}
+    for stream, raw in raw_schemas.items():
+        where = f"schemas.{stream}"
+        if stream not in streams:
+            problems.append(f"{where}: '{stream}' is not one of this worker's inter_pan_inputs")
+        elif csv_key(stream) is not None:
+            problems.append(f"{where}: '{stream}' receives CSV rows; its schema is the CSV row layout")
+        schema, schema_problems = parse_schema(raw, where)
+        problems += schema_problems
+        if schema is not None:
+            schemas[stream] = schema
+    return IngestSettings(max_row, ahead, float(idle), per_address, schemas), problems
+
+
+def csv_key(stream: str) -> int | None:
+    """The key of the CSV rows that ``stream`` receives (``SENSOR4`` -> 4), or None for other streams."""
+    suffix = stream.removeprefix(SENSOR_PREFIX)
+    if suffix == stream or not suffix.lstrip("-").isdigit() or not suffix.isascii():
+        return None
+    key = int(suffix)
+    return key if f"{SENSOR_PREFIX}{key}" == stream else None
 
 
 def promise_line(stream: str, ts: int = END_OF_STREAM) -> bytes:
@@ -41,12 +147,12 @@ def promise_line(stream: str, ts: int = END_OF_STREAM) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class Promise:
-    """A parsed promise line: no row of its stream older than ``ts`` follows."""
+    """A parsed promise line: no row of its stream older than ``ts`` follows (checked by the server)."""
 
-    ts: int
+    ts: object
 
 
-#: A parsed data line: the integer fields of a CSV sensor row, or a JSON object.
+#: A parsed data line: the integer fields of a CSV row (or a JSON row of that layout), or a JSON object.
 Row = list[int] | dict[str, Any]
 Deliver = Callable[[dict[str, list[Row]]], None]
 #: Receives, per stream, the newest ts promised (END_OF_STREAM when a connection closed cleanly).
@@ -60,96 +166,156 @@ def encode_sensor_row(index: int, values: list[int]) -> bytes:
     return _SENSOR_JSON % (index, *values)
 
 
+def _bump(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
 @dataclass
 class IngestCounters:
-    connections: int = 0
+    connections: int = 0  # accepted
+    open_connections: int = 0
+    refused_connections: int = 0  # over max_connections_per_address
+    idle_timeouts: int = 0  # connections closed after idle_timeout_s without a byte
     rows: int = 0
     malformed: int = 0
     unexpected: int = 0
     truncated: int = 0
-    oversized: int = 0
-    promises: int = 0  # promise lines (no data): not in ``rows``
+    oversized: int = 0  # lines over MAX_LINE_BYTES, skipped unread
+    promises: int = 0  # accepted promise lines (no data): not in ``rows``
+    #: Well-formed rows that break their stream's schema or size limit, per reason.
+    rejected: dict[str, int] = field(default_factory=dict)
+    promises_refused: dict[str, int] = field(default_factory=dict)
     per_stream: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "connections": self.connections,
+            "open_connections": self.open_connections,
+            "refused_connections": self.refused_connections,
+            "idle_timeouts": self.idle_timeouts,
             "rows": self.rows,
             "malformed": self.malformed,
             "unexpected": self.unexpected,
             "truncated": self.truncated,
             "oversized": self.oversized,
             "promises": self.promises,
+            "rejected": dict(self.rejected),
+            "promises_refused": dict(self.promises_refused),
             "per_stream": dict(self.per_stream),
         }
 
 
 class LineParser:
-    """Turns one line into (stream, row), counting every line it rejects."""
+    """Turns one line into (stream, row), counting every line it rejects and why."""
 
-    def __init__(self, expected: set[str], counters: IngestCounters) -> None:
+    def __init__(
+        self,
+        expected: set[str],
+        counters: IngestCounters,
+        settings: IngestSettings | None = None,
+        problems: RateLimitedLog | None = None,
+    ) -> None:
         self.expected = expected
         self.counters = counters
-        self._problems_logged = 0
+        self.settings = settings or IngestSettings()
+        self.problems = problems or RateLimitedLog(log)
+        self._max_row = self.settings.max_row_bytes
+        self._csv_keys: dict[str, int | None] = {}
 
     def parse(self, line: bytes) -> tuple[str, Row | Promise] | None:
-        parsed = self._parse_json(line) if line.startswith(b"{") else self._parse_csv(line)
-        if parsed is None:
-            self.counters.malformed += 1
-            self.report("malformed line", line)
-            return None
-        stream, row = parsed
-        if stream not in self.expected:
-            self.counters.unexpected += 1
-            self.report(f"unexpected stream {stream!r}", line)
-            return None
-        if type(row) is Promise:
-            self.counters.promises += 1
-            return stream, row
-        self.counters.rows += 1
-        self.counters.per_stream[stream] = self.counters.per_stream.get(stream, 0) + 1
-        return stream, row
-
-    @staticmethod
-    def _parse_csv(line: bytes) -> tuple[str, Row] | None:
+        if len(line) > self._max_row:
+            return self.reject(ROW_TOO_LARGE, "", line)
+        if line[0] == 0x7B:  # "{"
+            return self._parse_json(line)
+        # The hot path: a CSV row of integers.
         parts = line.split(b",")
         if len(parts) != len(SENSOR_FIELDS):
-            return None
+            return self.malformed(line)
         try:
             values = list(map(int, parts))
         except ValueError:
-            return None
-        return f"{SENSOR_PREFIX}{values[0]}", values
+            return self.malformed(line)
+        stream = f"{SENSOR_PREFIX}{values[0]}"
+        if stream not in self.expected:
+            return self.unexpected(stream, line)
+        try:
+            _INT64_ROW(*values)
+        except struct.error:
+            return self.reject(NOT_INT64, stream, line)
+        if not 0 <= values[_TS_COLUMN] < TS_LIMIT:
+            return self.reject(TS_OUT_OF_RANGE, stream, line)
+        return stream, values  # counted per batch, by the server
 
-    @staticmethod
-    def _parse_json(line: bytes) -> tuple[str, Row | Promise] | None:
+    def _parse_json(self, line: bytes) -> tuple[str, Row | Promise] | None:
         try:
             row = orjson.loads(line)
         except orjson.JSONDecodeError:
-            return None
-        if not isinstance(row, dict):
-            return None
+            return self.malformed(line)
+        if type(row) is not dict:
+            return self.malformed(line)
         stream = row.pop("stream", None)
         ts = row.get("ts")
-        if not isinstance(stream, str) or not stream or isinstance(ts, bool) or not isinstance(ts, int):
-            return None
-        if row.get(PROMISE) is True:
+        if type(stream) is not str or not stream or type(ts) not in (int, float):
+            return self.malformed(line)
+        if stream not in self.expected:
+            return self.unexpected(stream, line)
+        promise = row.pop(PROMISE, None)
+        if promise is True:
             return stream, Promise(ts)
+        if promise is not None and promise is not False:
+            return self.reject(WRONG_TYPE, stream, line)
         row.pop("i", None)  # indices are assigned by the producer, never by senders
-        return stream, row
+        parsed = self._check(stream, row)
+        if type(parsed) is str:
+            return self.reject(parsed, stream, line)
+        return stream, parsed  # type: ignore[return-value]
 
-    def report(self, what: str, line: bytes) -> None:
-        self._problems_logged += 1
-        if self._problems_logged <= LOGGED_PROBLEMS:
-            log.warning("ingest: %s: %r", what, line[:200])
-        elif self._problems_logged == LOGGED_PROBLEMS + 1:
-            log.warning("ingest: more bad lines; counting them without logging")
+    def _check(self, stream: str, row: dict[str, Any]) -> Row | str:
+        """The row as it is stored, or the reason it breaks the stream's schema.
+
+        A stream that CSV rows can reach always has the CSV layout, so all its rows are lists.
+        """
+        key = self._csv_keys.get(stream, -1)
+        if key == -1:
+            key = self._csv_keys[stream] = csv_key(stream)
+        if key is None:
+            return (self.settings.schemas.get(stream) or GENERIC).check(row) or row
+        problem = CSV_SCHEMA.check(row)
+        if problem is not None:
+            return problem
+        if row[SENSOR_FIELDS[0]] != key:
+            return STREAM_MISMATCH
+        return [row[name] for name in SENSOR_FIELDS]  # stored exactly like the same row sent as CSV
+
+    def malformed(self, line: bytes) -> None:
+        self.counters.malformed += 1
+        self.problems.warning("ingest: malformed line: %r", line[:200])
+
+    def unexpected(self, stream: str, line: bytes) -> None:
+        self.counters.unexpected += 1
+        self.problems.warning("ingest: unexpected stream %r: %r", stream[:100], line[:200])
+
+    def reject(self, reason: str, stream: str, line: bytes) -> None:
+        _bump(self.counters.rejected, reason)
+        self.problems.warning("ingest: row for %r refused (%s): %r", stream[:100], reason, line[:200])
+
+
+@dataclass(eq=False)
+class Connection:
+    """One sender: what it carried, so that its promises and its clean close concern its own streams."""
+
+    address: str
+    #: The ts of the last row this connection sent, per stream it carried data for (senders send in ts order).
+    newest: dict[str, int] = field(default_factory=dict)
+    #: Streams it made an accepted promise for.
+    promised: set[str] = field(default_factory=set)
 
 
 class IngestServer:
     """TCP listener that hands each received chunk's valid rows to ``deliver``, promises to ``on_promise``.
 
-    A connection closed cleanly promises the end of every stream it carried.
+    A connection closed cleanly promises the end of every stream it carried;
+    one closed for idling, or cut off, does not.
     """
 
     def __init__(
@@ -159,15 +325,20 @@ class IngestServer:
         expected: set[str],
         deliver: Deliver,
         on_promise: OnPromise | None = None,
+        settings: IngestSettings | None = None,
     ) -> None:
         self.host = host
         self.port = port
+        self.settings = settings or IngestSettings()
         self.counters = IngestCounters()
-        self.parser = LineParser(expected, self.counters)
+        self.problems = RateLimitedLog(log)
+        self.parser = LineParser(expected, self.counters, self.settings, self.problems)
         self._deliver = deliver
         self._on_promise = on_promise
+        self._promise_ahead = self.settings.promise_ahead_ms * PS_PER_MS
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
+        self._per_address: dict[str, int] = {}
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, self.host, self.port, reuse_address=True)
@@ -186,33 +357,60 @@ class IngestServer:
             self._server = None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        if self._per_address.get(address, 0) >= self.settings.max_connections_per_address:
+            self.counters.refused_connections += 1
+            self.problems.warning(
+                "ingest: connection from %s refused: it already holds %d (max_connections_per_address)",
+                address, self.settings.max_connections_per_address,
+            )
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self._per_address[address] = self._per_address.get(address, 0) + 1
         self.counters.connections += 1
+        self.counters.open_connections += 1
         try:
-            await self._consume(reader)
+            await self._consume(reader, Connection(address))
         except (ConnectionError, OSError) as exc:
             log.info("ingest: connection ended: %s", exc)
         finally:
             self._connections.discard(task)
+            self.counters.open_connections -= 1
+            left = self._per_address.pop(address) - 1
+            if left:
+                self._per_address[address] = left
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _consume(self, reader: asyncio.StreamReader) -> None:
-        """Read lines until EOF; a clean EOF ends the streams this connection carried."""
-        streams: set[str] = set()
+    async def _consume(self, reader: asyncio.StreamReader, conn: Connection) -> None:
+        """Read lines until EOF; a clean EOF ends the streams this connection carried, an idle timeout does not."""
         pending = b""
         skipping = False  # inside an oversized line: drop bytes up to the next newline
         while True:
-            chunk = await reader.read(READ_CHUNK)
+            try:
+                async with asyncio.timeout(self.settings.idle_timeout_s):
+                    chunk = await reader.read(READ_CHUNK)
+            except TimeoutError:
+                self.counters.idle_timeouts += 1
+                if pending and not skipping:
+                    self.counters.truncated += 1
+                self.problems.warning(
+                    "ingest: connection from %s closed after %.0f s without data; its streams stay open",
+                    conn.address, self.settings.idle_timeout_s,
+                )
+                return
             if not chunk:
                 if pending and not skipping:
                     self.counters.truncated += 1
-                    self.parser.report("connection closed mid-line", pending)
-                if streams and self._on_promise is not None:
-                    self._on_promise(dict.fromkeys(streams, END_OF_STREAM))
+                    self.problems.warning("ingest: connection closed mid-line: %r", pending[:200])
+                carried = conn.newest.keys() | conn.promised
+                if carried and self._on_promise is not None:
+                    self._on_promise(dict.fromkeys(carried, END_OF_STREAM))
                 return
             data = pending + chunk
             if skipping:
@@ -225,31 +423,82 @@ class IngestServer:
             pending = lines.pop()
             if len(pending) > MAX_LINE_BYTES:
                 self.counters.oversized += 1
-                self.parser.report(f"line longer than {MAX_LINE_BYTES} bytes", pending)
+                self.problems.warning("ingest: line longer than %d bytes skipped: %r", MAX_LINE_BYTES, pending[:200])
                 pending, skipping = b"", True
-            streams.update(self._deliver_lines(lines))
+            self._deliver_lines(lines, conn)
 
-    def _deliver_lines(self, lines: list[bytes]) -> set[str]:
-        """Data first, then promises: a promise in the same chunk as rows still holds after them."""
+    def _deliver_lines(self, lines: list[bytes], conn: Connection | None = None) -> None:
+        """Data first, then promises: a promise in the same chunk as rows is checked against them."""
+        if conn is None:
+            conn = Connection("local")
         batches: dict[str, list[Row]] = {}
-        promises: dict[str, int] = {}
+        promises: list[tuple[str, object]] = []
+        parse = self.parser.parse
         for line in lines:
             line = line.rstrip(b"\r")
             if not line:
                 continue
-            parsed = self.parser.parse(line)
+            parsed = parse(line)
             if parsed is None:
                 continue
             stream, row = parsed
             if type(row) is Promise:
-                promises[stream] = max(row.ts, promises.get(stream, row.ts))
+                promises.append((stream, row.ts))
             else:
-                batches.setdefault(stream, []).append(row)
+                rows = batches.get(stream)
+                if rows is None:
+                    batches[stream] = [row]
+                else:
+                    rows.append(row)
         if batches:
+            newest, per_stream = conn.newest, self.counters.per_stream
+            for stream, rows in batches.items():
+                last = rows[-1]
+                newest[stream] = last[_TS_COLUMN] if type(last) is list else last["ts"]  # type: ignore[call-overload]
+                per_stream[stream] = per_stream.get(stream, 0) + len(rows)
+                self.counters.rows += len(rows)
             self._deliver(batches)
-        if promises and self._on_promise is not None:
-            self._on_promise(promises)
-        return {*batches, *promises}
+        if promises:
+            accepted = self._accept_promises(promises, conn)
+            if accepted and self._on_promise is not None:
+                self._on_promise(accepted)
+
+    def _accept_promises(self, promises: list[tuple[str, object]], conn: Connection) -> dict[str, int]:
+        """The newest accepted promise per stream; each refused one is counted and logged."""
+        accepted: dict[str, int] = {}
+        for stream, ts in promises:
+            reason = self._promise_problem(stream, ts, conn)
+            if reason is None:
+                assert type(ts) is int
+                self.counters.promises += 1
+                conn.promised.add(stream)
+                accepted[stream] = max(ts, accepted.get(stream, ts))
+            else:
+                _bump(self.counters.promises_refused, reason)
+                self.problems.warning(
+                    "ingest: promise for %r refused (%s): ts %r from %s", stream[:100], reason, ts, conn.address
+                )
+        return accepted
+
+    def _promise_problem(self, stream: str, ts: object, conn: Connection) -> str | None:
+        """Why a promise of ``ts`` for ``stream`` from ``conn`` is refused, or None.
+
+        The connection that carries a stream's data may promise up to its newest
+        ts + ``promise_ahead_ms``, or the end of the stream (it could as well close
+        cleanly). Nobody else may promise a stream that has data; a stream with no
+        data at all may be promised by anyone (a sender's "this sensor has no rows").
+        """
+        problem = check_value(ts, INT)
+        if problem is not None:
+            return problem
+        if not 0 <= ts <= END_OF_STREAM:  # type: ignore[operator]
+            return TS_OUT_OF_RANGE
+        newest = conn.newest.get(stream)
+        if newest is not None:
+            return None if ts == END_OF_STREAM or ts <= newest + self._promise_ahead else TOO_FAR_AHEAD  # type: ignore[operator]
+        if self.counters.per_stream.get(stream):
+            return NOT_SENDER
+        return None
 
 
 async def send_lines(host: str, port: int, lines: list[bytes], *, timeout_s: float = 10.0) -> None:

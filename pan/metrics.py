@@ -8,7 +8,10 @@ the live counters at scrape time.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
+
+_NOT_IN_NAME = re.compile(r"[^a-zA-Z0-9_:]")
 
 
 def _escape(value: str) -> str:
@@ -31,7 +34,7 @@ class MetricsText:
     def add_flat(self, prefix: str, values: dict[str, Any], **labels: str) -> None:
         """Numeric leaves of a nested dict, e.g. component counters, as gauges."""
         for key, value in values.items():
-            name = f"{prefix}_{key}"
+            name = _NOT_IN_NAME.sub("_", f"{prefix}_{key}")  # keys may be stream names: "A-2" is no metric name
             if isinstance(value, bool):
                 self.add(name, int(value), **labels)
             elif isinstance(value, int | float):
