@@ -86,6 +86,19 @@ class RingBuffer(Generic[T]):
             self._first = self._next - self.capacity
         self._wake()
 
+    def drop_before(self, index: int) -> None:
+        """Forget the items older than ``index`` now, e.g. to stay within a byte budget.
+
+        Readers see them as ``missed``, as if the ring had overwritten them. The
+        newest item is always kept.
+        """
+        index = min(index, self._next - 1)
+        if index <= self._first:
+            return
+        for dropped in range(self._first, index):
+            self._slots[dropped % self.capacity] = _HOLE  # frees the item now
+        self._first = index
+
     def reset(self, start_index: int = 0) -> None:
         """Forget everything, e.g. when an upstream producer restarted."""
         self._slots = [_HOLE] * self.capacity

@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -17,6 +18,12 @@ import orjson
 from pan.ringbuffer import RingBuffer
 
 DEFAULT_BUFFER_SIZE = 10_000
+#: Bytes of encoded tuples an output stream holds at most (the workflow key ``buffer_bytes``), next to its
+#: tuple count: a stream of large tuples drops its oldest ones early rather than grow the process without
+#: bound. 128 MiB is well above 400,000 sensor rows (~140 bytes each), the largest buffer the shipped
+#: workflows use, so it only bites on unusually large tuples.
+DEFAULT_BUFFER_BYTES = 128 * 1024 * 1024
+_SIZES_COMPACT = 4096  # drop the forgotten head of the size table once it is this long and half the table
 
 Tuple = dict[str, Any]
 
@@ -47,9 +54,22 @@ def _wm_moved(old: dict[str, Any], new: dict[str, Any]) -> bool:
 class OutputStream:
     """A stream this worker publishes; indices are assigned here unless repeated."""
 
-    def __init__(self, name: str, capacity: int = DEFAULT_BUFFER_SIZE, meta: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        name: str,
+        capacity: int = DEFAULT_BUFFER_SIZE,
+        meta: dict[str, Any] | None = None,
+        byte_budget: int = DEFAULT_BUFFER_BYTES,
+    ):
         self.name = name
         self.buffer: RingBuffer[bytes] = RingBuffer(capacity)
+        self.byte_budget = byte_budget
+        self.held_bytes = 0  # encoded bytes of the tuples the buffer holds
+        self.dropped_for_bytes = 0  # tuples dropped early to stay within byte_budget
+        # Encoded size per index from the buffer's oldest held index on (0 for a hole): the head of
+        # this table is forgotten as the ring overwrites or the budget drops tuples.
+        self._sizes: list[int] = []
+        self._sizes_start = 0
         self.meta: dict[str, Any] = dict(meta or {})
         self.appended = 0
         self.served_tuples = 0
@@ -69,8 +89,11 @@ class OutputStream:
             index = self.buffer.next_index
         record = {"i": index, **item}
         record["i"] = index  # an input tuple's own index must not leak into this stream
-        self.buffer.append(encode(record), index)
+        encoded = encode(record)
+        skipped = index - self.buffer.next_index
+        self.buffer.append(encoded, index)
         self.appended += 1
+        self._account([len(encoded)], skipped)
         return index
 
     def extend(self, items: list[Tuple]) -> None:
@@ -86,6 +109,45 @@ class OutputStream:
         """Append JSON objects the caller encoded with indices from ``next_index`` on."""
         self.buffer.extend(encoded)
         self.appended += len(encoded)
+        self._account(list(map(len, encoded)))
+
+    # --- byte budget ------------------------------------------------------------------
+
+    def _account(self, sizes: list[int], skipped: int = 0) -> None:
+        """Count the items just stored (after ``skipped`` holes), then keep within the byte budget."""
+        table = self._sizes
+        if skipped > 0:
+            table.extend(repeat(0, min(skipped, self.buffer.capacity)))
+        table.extend(sizes)
+        self.held_bytes += sum(sizes)
+        overwritten = len(table) - self._sizes_start - len(self.buffer)
+        if overwritten > 0:
+            self._forget(overwritten)
+        if self.held_bytes > self.byte_budget:
+            self._drop_for_budget()
+
+    def _forget(self, count: int) -> None:
+        """The oldest ``count`` indices are no longer held."""
+        start, end = self._sizes_start, self._sizes_start + count
+        self.held_bytes -= sum(self._sizes[start:end])
+        if end >= _SIZES_COMPACT and 2 * end >= len(self._sizes):
+            del self._sizes[:end]
+            end = 0
+        self._sizes_start = end
+
+    def _drop_for_budget(self) -> None:
+        """Drop the oldest tuples until the rest fit the budget; the newest is always kept."""
+        table, budget = self._sizes, self.byte_budget
+        position, last, held, dropped = self._sizes_start, len(table) - 1, self.held_bytes, 0
+        while held > budget and position < last:
+            size = table[position]
+            held -= size
+            dropped += size > 0
+            position += 1
+        first = self.buffer.next_index - len(self.buffer)
+        self.buffer.drop_before(first + position - self._sizes_start)
+        self.dropped_for_bytes += dropped
+        self._forget(position - self._sizes_start)
 
     def update_meta(self, meta: dict[str, Any]) -> None:
         """Merge producer information and wake long polls when downstream must hear it now.
@@ -111,6 +173,8 @@ class OutputStream:
     def reset(self, meta: dict[str, Any]) -> None:
         """Start over with new indices, e.g. because the original producer restarted."""
         self.buffer.reset(0)
+        self._sizes.clear()
+        self._sizes_start = self.held_bytes = 0
         self.meta = dict(meta)
 
     def render(self, after: int, *, oldest: int | None, latest: int | None) -> bytes:
@@ -136,6 +200,9 @@ class OutputStream:
             "last": self.buffer.last,
             "held": len(self.buffer),
             "capacity": self.buffer.capacity,
+            "held_bytes": self.held_bytes,
+            "byte_budget": self.byte_budget,
+            "dropped_for_bytes": self.dropped_for_bytes,
             "appended": self.appended,
             "requests": self.requests,
             "served_tuples": self.served_tuples,

@@ -75,7 +75,7 @@ class Worker:
         self.rep = component_type.repeats
         producer_meta: dict[str, Any] = {} if self.rep else {"epoch": self.epoch}
         self.outputs = {
-            name: OutputStream(name, spec.buffer_size, producer_meta)
+            name: OutputStream(name, spec.buffer_size, producer_meta, spec.buffer_bytes)
             for name in component_type.output_names(spec)
         }
         # Input buffers are not sized by ``buffer_size`` (which is for outputs): a component that

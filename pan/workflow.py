@@ -13,10 +13,12 @@ from typing import Any
 import orjson
 
 from pan.component import get_component_type
-from pan.streams import DEFAULT_BUFFER_SIZE
+from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE
 
 DEFAULT_REFRESH_MS = 2000
 MAX_BUFFER_SIZE = 10_000_000
+MIN_BUFFER_BYTES = 1024  # per output stream; the newest tuple is kept even if larger
+MAX_BUFFER_BYTES = 2**40
 
 TOP_KEYS = {"name", "description", "repository", "workers"}
 REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
@@ -27,6 +29,7 @@ WORKER_KEYS = set(WORKER_REQUIRED) | {
     "inter_pan_inputs",
     "inputs",
     "buffer_size",
+    "buffer_bytes",
     "params",
 }
 
@@ -60,6 +63,8 @@ class WorkerSpec:
     inter_pan_inputs: list[str] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     buffer_size: int = DEFAULT_BUFFER_SIZE
+    #: Byte budget of each output stream, next to its tuple count (pan.streams.DEFAULT_BUFFER_BYTES).
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -228,6 +233,7 @@ class _Parser:
             self.bad(where, "keys 'ingest_port' and 'inter_pan_inputs' must be given together")
         inputs = self.string_list(where, raw, "inputs")
         buffer_size = self.integer(where, raw, "buffer_size", lo=1, hi=MAX_BUFFER_SIZE)
+        buffer_bytes = self.integer(where, raw, "buffer_bytes", lo=MIN_BUFFER_BYTES, hi=MAX_BUFFER_BYTES)
         params = raw.get("params", {})
         if not isinstance(params, dict):
             self.bad(where, f"key 'params' must be an object, got {_type_name(params)}")
@@ -251,6 +257,7 @@ class _Parser:
             inter_pan_inputs=inter_pan,
             inputs=inputs,
             buffer_size=buffer_size or DEFAULT_BUFFER_SIZE,
+            buffer_bytes=buffer_bytes or DEFAULT_BUFFER_BYTES,
             params=params,
         )
         for problem in component.check_params(spec):
