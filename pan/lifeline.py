@@ -146,28 +146,23 @@ def die_with_launcher() -> None:
     except (ValueError, OSError):
         log.warning("ignoring %s=%r: not an open file descriptor", LIFELINE_FD_ENV, fd_text)
         return
-    set_parent_death_signal()  # again, after exec: covers a child spawned without the preexec hook
     if launcher_text is not None and launcher_text.isdigit() and os.getppid() != int(launcher_text):
-        _orphaned(fd)  # the launcher died before the death signal was armed
-        return
+        # The launcher died before the death signal was armed; nothing has started yet, so just leave.
+        os.close(fd)
+        log.warning("launcher (pid %s) is gone; not starting", launcher_text)
+        raise SystemExit(ORPHAN_EXIT_CODE)
     threading.Thread(target=_watch, args=(fd,), name="lifeline", daemon=True).start()
 
 
 def _watch(fd: int) -> None:
-    """Block until the launcher's end of the pipe closes (end-of-file or error)."""
+    """Block until the launcher's end of the pipe closes, then stop as on SIGTERM (or, failing that, hard)."""
     with contextlib.suppress(OSError):
         while os.read(fd, 512):
             pass
-    _orphaned(fd)
-
-
-def _orphaned(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
     log.warning("launcher is gone; stopping")
     os.kill(os.getpid(), ORPHAN_SIGNAL)
-    if threading.current_thread() is threading.main_thread():
-        return  # the signal is handled (or ends us) as soon as we return
     threading.Event().wait(ORPHAN_GRACE_S)
     log.error("still running %.0f s after the launcher died; exiting", ORPHAN_GRACE_S)
     os._exit(ORPHAN_EXIT_CODE)

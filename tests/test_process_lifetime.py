@@ -211,27 +211,69 @@ async def test_a_killed_pan_replay_leaves_nothing_behind(spawned: Spawned, tmp_p
     await wait_everything_gone(descendants, ports)
 
 
+CHILD = "import time; from pan.lifeline import die_with_launcher; die_with_launcher(); print('ready', flush=True); " \
+    "time.sleep(120)"
+
+
+async def run_launcher(script: str) -> asyncio.subprocess.Process:
+    """A Python launcher built from ``script`` (which defines ``CHILD``, the child's code); prints the child's pid."""
+    code = f"import os, subprocess, sys, threading, time\nfrom pan.lifeline import Lifeline\nCHILD = {CHILD!r}\n"
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code + textwrap.dedent(script), cwd=ROOT, stdout=subprocess.PIPE
+    )
+
+
+async def read_child(launcher: asyncio.subprocess.Process, spawned: Spawned) -> psutil.Process:
+    assert launcher.stdout is not None
+    async with asyncio.timeout(60):
+        line = await launcher.stdout.readline()
+    assert line.strip().isdigit(), line
+    child = psutil.Process(int(line))
+    spawned.seen[child.pid] = child
+    return child
+
+
 async def test_a_child_whose_launcher_died_before_it_started_stops_at_once(spawned: Spawned) -> None:
-    """The race the pipe and the pid check close: the launcher is gone before the child watches."""
-    launcher = textwrap.dedent(
+    """The race the pipe and the pid check close, without the parent-death signal (spawned off the main thread)."""
+    launcher = await run_launcher(
         """
-        import os, subprocess, sys
-        from pan.lifeline import Lifeline
-        child = subprocess.Popen(
-            [sys.executable, "-c", "import time; from pan.lifeline import die_with_launcher; "
-             "die_with_launcher(); time.sleep(120)"],
-            **Lifeline().spawn_options(),
-        )
-        print(child.pid, flush=True)
+        lifeline, started = Lifeline(), []
+        def spawn():
+            options = lifeline.spawn_options()
+            assert "preexec_fn" not in options  # no parent-death signal off the main thread
+            started.append(subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.DEVNULL, **options))
+        thread = threading.Thread(target=spawn)
+        thread.start()
+        thread.join()
+        print(started[0].pid, flush=True)
         os._exit(0)  # gone before the child has even imported anything
         """
     )
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", launcher, cwd=ROOT, stdout=subprocess.PIPE)
-    async with asyncio.timeout(60):
-        out, _ = await proc.communicate()
-    assert proc.returncode == 0
-    child = psutil.Process(int(out))
-    spawned.seen[child.pid] = child
+    child = await read_child(launcher, spawned)
+    assert await launcher.wait() == 0
+    await wait_everything_gone([child], [])
+
+
+async def test_a_child_spawned_by_a_thread_that_ended_lives_until_its_launcher_dies(spawned: Spawned) -> None:
+    """PR_SET_PDEATHSIG fires when the parent *thread* exits: it must not be armed for such a child."""
+    launcher = await run_launcher(
+        """
+        lifeline, started = Lifeline(), []
+        def spawn():
+            started.append(subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
+                                            **lifeline.spawn_options()))
+        thread = threading.Thread(target=spawn)
+        thread.start()
+        thread.join()  # the spawning thread is gone ...
+        assert started[0].stdout.readline() == b"ready\\n"  # ... and the child is still there, watching
+        print(started[0].pid, flush=True)
+        time.sleep(120)
+        """
+    )
+    child = await read_child(launcher, spawned)
+    assert not gone(child)
+    launcher.kill()
+    await launcher.wait()
     await wait_everything_gone([child], [])
 
 
