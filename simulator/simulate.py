@@ -171,22 +171,27 @@ class Link:
         self.stats = stats
         self.connect_timeout_s = connect_timeout_s
         self.writer: asyncio.StreamWriter | None = None
+        self.reader: asyncio.StreamReader | None = None  # never read from: it only notices the receiver closing
         self._backoff_s = 0.05
         self._next_attempt = 0.0
         self._reported = False
 
     @property
     def connected(self) -> bool:
-        return self.writer is not None and not self.writer.is_closing()
+        """Open, and not closed by the receiver (forwarders close connections that stay idle too long)."""
+        closed_by_receiver = self.reader is not None and self.reader.at_eof()
+        return self.writer is not None and not self.writer.is_closing() and not closed_by_receiver
 
     async def ensure(self, force: bool = False) -> bool:
         """Connected afterwards?  Attempts respect the backoff unless ``force``."""
         if self.connected:
             return True
+        if self.writer is not None:  # closed by the receiver: writing on would lose the rows
+            await self.close()
         if not force and time.monotonic() < self._next_attempt:
             return False
         try:
-            _reader, self.writer = await asyncio.wait_for(
+            self.reader, self.writer = await asyncio.wait_for(
                 asyncio.open_connection(self.host, self.port), self.connect_timeout_s
             )
         except (OSError, TimeoutError) as exc:

@@ -457,3 +457,26 @@ async def test_the_default_cap_admits_a_simulator_with_a_connection_per_sensor(f
     finally:
         for _reader, writer in connections:
             writer.close()
+
+
+async def test_a_simulated_sensor_that_pauses_past_the_idle_timeout_reconnects_without_losing_rows(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """A paced replay pauses over the half-time break; the forwarder closes the idle link meanwhile."""
+    from simulator.simulate import Link, StreamStats
+
+    worker = await start_forwarder(repository, workers, params={"idle_timeout_s": 0.3})
+    assert worker.spec.ingest_port is not None
+    link = Link("SENSOR4", "127.0.0.1", worker.spec.ingest_port, StreamStats(), connect_timeout_s=10)
+    try:
+        assert await link.ensure(force=True)
+        assert await link.send(sensor_row(4, 1).encode() + b"\n")
+        await wait_until(lambda: counters(worker)["idle_timeouts"] == 1)
+        await wait_until(lambda: not link.connected)  # the link notices the receiver's close
+        assert await link.ensure(force=True) and await link.send(sensor_row(4, 2).encode() + b"\n")
+        await wait_until(lambda: counters(worker)["rows"] == 2)
+        assert "wm" not in worker.outputs["SENSOR4"].meta  # the idle close ended nothing
+    finally:
+        await link.close()
+    assert [int(t.split(b'"ts":')[1].split(b",")[0]) for t in held(worker, "SENSOR4")] == [1, 2]
+    assert link.stats.connects == 2
