@@ -35,6 +35,7 @@ from pan.web import (
     BadRequest,
     HttpServer,
     NotFound,
+    add_http_metrics,
     json_response,
     make_app,
     query_bool,
@@ -300,6 +301,8 @@ class Worker:
             metrics.add("pan_output_appended_total", out.appended, "counter", stream=name)
             metrics.add("pan_output_requests_total", out.requests, "counter", stream=name)
             metrics.add("pan_output_served_tuples_total", out.served_tuples, "counter", stream=name)
+            metrics.add("pan_output_held_bytes", out.held_bytes, "gauge", stream=name)
+            metrics.add("pan_output_dropped_for_bytes_total", out.dropped_for_bytes, "counter", stream=name)
         for name, inp in self.inputs.items():
             metrics.add("pan_input_last_index", inp.buffer.last, "gauge", stream=name)
             metrics.add("pan_input_received_total", inp.counters.received, "counter", stream=name)
@@ -315,6 +318,7 @@ class Worker:
                 "pan_ordering_delay_seconds", hist["buckets"], hist["sum_ps"], hist["count"], scale=1e-12
             )
         metrics.add_flat("pan_component", counters)
+        add_http_metrics(metrics, self.server)
         return web.Response(text=metrics.render(), content_type="text/plain", charset="utf-8")
 
     async def handle_debug(self, request: web.Request) -> web.Response:
