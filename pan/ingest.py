@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ SENSOR_PREFIX = "SENSOR"
 #: The CSV layout as a schema: JSON rows into a ``SENSOR<key>`` stream must match it (all integers, no others).
 CSV_SCHEMA = Schema({name: (INT, True) for name in SENSOR_FIELDS}, extra=False)
 _TS_COLUMN = SENSOR_FIELDS.index("ts")
+#: The syntax of a CSV row: as many fields as SENSOR_FIELDS, each an integer in plain ASCII.
+_CSV_ROW = re.compile(rb"-?[0-9]+(?:,-?[0-9]+){%d}" % (len(SENSOR_FIELDS) - 1))
 #: Packing a CSV row's values as int64s is the cheapest range check (struct.error when one is beyond).
 _INT64_ROW = struct.Struct(f"{len(SENSOR_FIELDS)}q").pack
 MAX_LINE_BYTES = 64 * 1024  # longer lines are skipped while reading, before any parsing (``oversized``)
@@ -227,14 +230,11 @@ class LineParser:
             return self.reject(ROW_TOO_LARGE, "", line)
         if line[0] == 0x7B:  # "{"
             return self._parse_json(line)
-        # The hot path: a CSV row of integers.
-        parts = line.split(b",")
-        if len(parts) != len(SENSOR_FIELDS):
+        # The hot path: a CSV row of integers, each ASCII digits with an optional minus (int() alone
+        # would also take " 5", "+5", "1_000" and non-ASCII digits).
+        if _CSV_ROW.fullmatch(line) is None:
             return self.malformed(line)
-        try:
-            values = list(map(int, parts))
-        except ValueError:
-            return self.malformed(line)
+        values = list(map(int, line.split(b",")))
         stream = f"{SENSOR_PREFIX}{values[0]}"
         if stream not in self.expected:
             return self.unexpected(stream, line)

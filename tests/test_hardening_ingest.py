@@ -118,6 +118,17 @@ async def test_a_csv_integer_beyond_64_bits_is_refused_and_the_stream_stays_read
 
 
 @pytest.mark.parametrize(
+    "field", [b" 5", b"+5", b"1_000", "\u0665".encode(), b"5 ", b"0x5", b"--5", b""], ids=repr
+)
+async def test_csv_integers_are_plain_ascii_digits(fwd: Worker, field: bytes) -> None:
+    """int() alone also reads padded, signed, underscored and non-ASCII digits: such a row is malformed."""
+    await send(fwd, [b"8,100,0,0,0,0,0,0,0,0,0,0," + field, sensor_row(8, 101).encode()])
+    await wait_until(lambda: counters(fwd)["rows"] == 1 and counters(fwd)["malformed"] == 1)
+    page = await data_page(fwd, "SENSOR8")
+    assert [t["ts"] for t in page["tuples"]] == [101]
+
+
+@pytest.mark.parametrize(
     ("change", "reason"),
     [
         ({"ts": -5}, "ts_out_of_range"),
