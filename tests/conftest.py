@@ -17,6 +17,7 @@ import aiohttp
 import orjson
 import pytest
 
+from pan.lifeline import shared_lifeline
 from pan.local import LocalPublishers
 from pan.repository import RepositoryServer
 from pan.web import free_port
@@ -150,7 +151,8 @@ class Processes:
     def pan(self, *args: str, log_name: str = "pan") -> subprocess.Popen[bytes]:
         log = open(self.tmp / f"{log_name}-{len(self.procs)}.log", "wb")  # noqa: SIM115 (closed with the process)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pan", *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+            [sys.executable, "-m", "pan", *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            **shared_lifeline().spawn_options(),  # a killed pytest leaves no `pan` process behind
         )
         self.procs.append(proc)
         return proc
