@@ -4,9 +4,9 @@ The workflow is the shipped 3-peer full game plus two peers of level-1
 repeaters of some leaf output streams (`chaos_parts.chaos_workflow`). The
 repository and every peer run as processes of their own (not under `pan run`,
 whose children cannot be restarted one by one); the simulator feeds the data
-unpaced (`pan simulate --speedup 0`) and a recorder process subscribes to
-every output stream, picking publishers at random through the repository as
-any client does, so some streams come through the repeaters.
+(`pan simulate`, in real time by default) and two recording processes
+subscribe to every output stream, picking publishers at random through the
+repository as any client does, so some streams come through the repeaters.
 
 First an undisturbed reference run, then per seed the same data on the same
 workflow while faults hit the processes one after the other:
@@ -16,7 +16,11 @@ workflow while faults hit the processes one after the other:
 * **restart**: SIGKILL, then a new process with the same command line, of
   the repository or a repeater peer;
 * **drop**: every established TCP connection to or from the process's HTTP
-  ports aborted at once (`ss -K`; needs root, otherwise left out).
+  ports aborted at once (`ss -K`; needs root, otherwise left out);
+* **stall**: SIGSTOP, then SIGCONT, of the consumer: the producer of some leaf
+  streams keeps a tight buffer (``chaos_parts.TIGHT_WORKERS``), and those
+  streams are recorded by a process of their own (light enough to keep up
+  when undisturbed), which loses tuples it must report as missed.
 
 After each fault ends every process's ``/health`` latency is measured. Each
 recorded stream is compared with the reference: tuples lost, duplicated,
@@ -24,7 +28,8 @@ changed, and missed as reported by the subscriber. The checks, per seed: no
 hang (the run ends within its bound), every process answers ``/health`` within
 ``HEALTH_BOUND_S`` after each fault, no duplicate, no changed tuple, no loss
 outside a reported gap, and every stream without a reported gap identical to
-the reference (the buffers hold the whole match, so they cover every outage).
+the reference (apart from the tight ones, the buffers hold the whole match,
+so they cover every outage).
 """
 
 from __future__ import annotations
@@ -43,17 +48,18 @@ from typing import Any
 from benchmarks import chaos_parts as parts
 from benchmarks import common, query_delay
 
-HELP = "fault injection (pause, kill-and-restart, dropped connections) during a full-game replay, seeded"
+HELP = "fault injection (pause, kill-and-restart, dropped connections, stalled consumer) during a full-game replay"
 SECTION = "chaos"
 DEFAULT_SEEDS = "1,2,3"
-DEFAULT_FAULTS = 6
-QUICK_FAULTS = 3
+DEFAULT_FAULTS = 8
+QUICK_FAULTS = 4
 WINDOW_SHARE = 0.7  # faults are planned over this share of the reference run's feed time
 REFERENCE_BOUND_S = 1800.0  # the undisturbed run ends within this, or it counts as a hang
 HANG_FACTOR = 4.0  # a disturbed run ends within this many times the reference's wall time ...
 MIN_BOUND_S = 300.0  # ... and never less than this
 FEED_GRACE_S = 60.0  # the recorder's drain answer arrives within MAX_DRAIN_S plus this
 DEFAULT_SPEEDUP = 1.0  # real time: the load the workflow is built for (unpaced, 2 cores starve every event loop)
+RECORDER = "recorder"  # records every stream but the tight ones; never faulted
 CONTROL_PROBE_S = 2.0  # the reference run probes every process's /health this often: latency without faults
 
 
@@ -83,8 +89,10 @@ async def run_once(
     cluster = parts.Cluster(workflow, out / "logs")
     streams = output_streams(cluster)
     repeated = sorted({s for spec in cluster.workflow.workers if spec.type == "repeater" for s in spec.inputs})
-    recorder = common.Child([sys.executable, "-m", "benchmarks.chaos_parts", "record", str(workflow),
-                             str(out / "record")], stdin=True, startup_s=parts.START_TIMEOUT_S, grace_s=parts.GRACE_S)
+    recorders = {name: common.Child(
+        [sys.executable, "-m", "benchmarks.chaos_parts", "record", str(workflow), str(out / "record"), "--name", name,
+         *(["--tight"] if name == parts.CONSUMER else [])],
+        stdin=True, startup_s=parts.START_TIMEOUT_S, grace_s=parts.GRACE_S) for name in (RECORDER, parts.CONSUMER)}
     feeder = common.Child([sys.executable, "-m", "pan", "simulate", "--workflow", str(workflow), "--data", str(data),
                            "--speedup", f"{speedup:g}", "--quiet"], ready=False, grace_s=parts.GRACE_S)
     result: dict[str, Any] = {"hang": None, "faults": [], "feed": {}, "recorder_quiet": False}
@@ -94,7 +102,9 @@ async def run_once(
         async with asyncio.timeout(bound_s):
             await cluster.start()
             await cluster.wait_registered(streams, repeated)
-            await recorder.start()
+            for name, recorder in recorders.items():
+                await recorder.start()
+                cluster.outside[name] = recorder.pid
             await feeder.start()
             t0 = time.monotonic()
             work = parts.run_schedule(faults, cluster, t0) if faults else control_probes(cluster, t0, feeder)
@@ -108,8 +118,10 @@ async def run_once(
                 result["faults"] = await chaos
             else:
                 result["control_health_s"] = [p["max_s"] for p in await chaos]
-            await recorder.send(b"drain")
-            result["recorder_quiet"] = (await recorder.readline(parts.MAX_DRAIN_S + FEED_GRACE_S)).strip() == b"done"
+            for recorder in recorders.values():
+                await recorder.send(b"drain")
+            answers = [await r.readline(parts.MAX_DRAIN_S + FEED_GRACE_S) for r in recorders.values()]
+            result["recorder_quiet"] = all(answer.strip() == b"done" for answer in answers)
         result["hang"] = False
     except TimeoutError:
         result["hang"] = True
@@ -119,12 +131,17 @@ async def run_once(
             with contextlib.suppress(asyncio.CancelledError):
                 await chaos
         await feeder.stop()
-        await recorder.stop()
+        for recorder in recorders.values():
+            await recorder.stop()
         result["exits"] = await cluster.stop()
         result["crashed"] = cluster.crashed
     result["wall_s"] = round(time.monotonic() - started, 3)
-    recorded = out / "record" / "recorder.json"
-    result["recorded"] = json.loads(recorded.read_text()) if recorded.exists() else None
+    summaries = [out / "record" / f"{name}.json" for name in recorders]
+    result["recorded"] = None
+    if all(path.exists() for path in summaries):
+        parts_ = [json.loads(path.read_text()) for path in summaries]
+        result["recorded"] = {"quiet": all(p["quiet"] for p in parts_),
+                              "streams": {k: v for p in parts_ for k, v in p["streams"].items()}}
     return result
 
 
@@ -168,18 +185,20 @@ def fault_targets(cluster_workflow: Path, drop: bool) -> tuple[dict[str, list[st
     repeaters = [p for p in peers if p in parts.REPEATER_PEERS]
     producers = frozenset(p for p in peers if p not in parts.REPEATER_PEERS)
     everyone = ["repository", *peers]
-    targets = {"pause": everyone, "restart": ["repository", *repeaters], "drop": everyone if drop else []}
+    targets = {"pause": everyone, "restart": ["repository", *repeaters], "drop": everyone if drop else [],
+               "stall": [parts.CONSUMER]}
     return targets, producers
 
 
-def checks(run: dict[str, Any], streams: dict[str, dict[str, int]], reference_sent: int) -> dict[str, bool]:
-    """The acceptance checks of one disturbed run."""
+def checks(run: dict[str, Any], streams: dict[str, dict[str, int]], reference: dict[str, Any]) -> dict[str, bool]:
+    """The acceptance checks of one disturbed run (and that its reference missed nothing)."""
     health = [v for fault in run["faults"] for v in fault["health_s"].values()]
     no_gap = [row for row in streams.values() if not row["reported"] and not row["resets"]]
     return {
+        "reference_complete": not any(s["reported_missed"] for s in reference["recorded"]["streams"].values()),
         "no_hang": run["hang"] is False and run["recorder_quiet"],
         "no_crash": not run["crashed"],
-        "feed_complete": run["feed"].get("sent") == reference_sent and not run["feed"].get("errors"),
+        "feed_complete": run["feed"].get("sent") == reference["feed"].get("sent") and not run["feed"].get("errors"),
         "health_within_bound": all(v is not None and v <= parts.HEALTH_BOUND_S for v in health),
         "no_duplicate": all(row["duplicated"] == 0 for row in streams.values()),
         "no_changed_tuple": all(row["changed"] == 0 and row["extra"] == 0 for row in streams.values()),
@@ -195,7 +214,7 @@ def seed_result(
     health = [v for fault in run["faults"] for v in fault["health_s"].values()]
     return {
         "seed": seed,
-        "checks": checks(run, streams, reference["feed"].get("sent", -1)) if streams else {"recorded": False},
+        "checks": checks(run, streams, reference) if streams else {"recorded": False},
         "faults": run["faults"],
         "health_max_s": max((v for v in health if v is not None), default=None),
         "health_unanswered": sum(1 for v in health if v is None),
@@ -253,7 +272,9 @@ async def _measure(
                    "repeated_streams": list(parts.DEFAULT_REPEATED), "repeater_peers": list(parts.REPEATER_PEERS),
                    "targets": targets, "drop": "ss -K" if drop else "unavailable (needs root and ss)",
                    "health_bound_s": parts.HEALTH_BOUND_S, "producer_pause_s": list(parts.PRODUCER_PAUSE_S),
-                   "other_pause_s": list(parts.OTHER_PAUSE_S), "restart_down_s": list(parts.RESTART_DOWN_S)},
+                   "other_pause_s": list(parts.OTHER_PAUSE_S), "restart_down_s": list(parts.RESTART_DOWN_S),
+                   "stall_s": list(parts.STALL_S), "covering_buffer": parts.COVERING_BUFFER,
+                   "tight_workers": list(parts.TIGHT_WORKERS), "tight_buffer": parts.TIGHT_BUFFER},
     }
     print("chaos: reference run", file=sys.stderr, flush=True)
     reference = await run_once(workflow, data, work / "reference", [], REFERENCE_BOUND_S, speedup)
@@ -337,7 +358,12 @@ def report(results: dict[str, Any]) -> str:
         f"{config['other_pause_s'][0]:g}-{config['other_pause_s'][1]:g} s for the others); restart = SIGKILL, "
         f"{config['restart_down_s'][0]:g}-{config['restart_down_s'][1]:g} s down, same command again (the fault "
         f"ends when it answers `/health`); drop = every TCP connection of the process's HTTP ports aborted "
-        f"({config['drop']}). A run hangs if it takes more than {config['bound_s']:.0f} s.",
+        f"({config['drop']}); stall = the consumer of the tight streams paused "
+        f"{config['stall_s'][0]:g}-{config['stall_s'][1]:g} s. The buffers of the repeated streams' producers and "
+        f"of the repeaters hold the whole match ({config['covering_buffer']:,} tuples), so pauses and restarts "
+        f"lose nothing; {', '.join(config['tight_workers'])} keeps only {config['tight_buffer']} tuples per "
+        "stream, so a stall loses some of its tuples, which the subscriber must report. A run hangs if it "
+        f"takes more than {config['bound_s']:.0f} s.",
         "",
         "Lost / duplicated / changed = tuples of the reference missing from / twice in / different in the "
         "recording, by index; reported = indices the subscriber reported as missed; unreported = lost outside "

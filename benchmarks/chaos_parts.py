@@ -6,9 +6,11 @@
 * :class:`Cluster` runs the repository and one `pan peer` process per peer,
   each in its own process group, so that any of them can be paused, killed and
   restarted, and probes their ``/health``;
-* the recorder is a process of its own (``python -m benchmarks.chaos_parts
-  record``): it must not share a loop with the health probes, and it is the
-  measuring instrument, so no fault ever touches it;
+* recording runs in processes of their own (``python -m benchmarks.chaos_parts
+  record``), off the loop that probes health: the recorder takes every stream
+  but the tight ones and is never faulted (it is the measuring instrument);
+  the consumer takes only the tight streams, light enough to keep up with
+  their small buffers, and is what a stall pauses;
 * :func:`compare` sets a recording against the undisturbed one.
 """
 
@@ -29,8 +31,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from benchmarks import common
+from pan.lifeline import shared_lifeline
 
-FAULT_KINDS = ("pause", "restart", "drop")
+FAULT_KINDS = ("pause", "restart", "drop", "stall")
+CONSUMER = "consumer"  # the recording process a stall pauses: it takes only the tight streams
 #: A paused producer stalls the lockstep feed and its consumers' inputs. Ordering units treat an input
 #: silent for their ``idle_timeout`` (5 s in the shipped workflows) as idle and move on without it, which
 #: changes outputs by design, so producers are paused for well under that.
@@ -39,6 +43,9 @@ PRODUCER_PAUSE_S = (0.5, 2.5)
 OTHER_PAUSE_S = (0.5, 4.0)
 #: Down time of a killed process before its replacement starts.
 RESTART_DOWN_S = (0.2, 2.0)
+#: A stall pauses the consumer long enough for the tight buffers to overwrite tuples it has not fetched
+#: yet: those losses must all come back as reported gaps.
+STALL_S = (6.0, 10.0)
 FIRST_FAULT_S = 2.0  # after the feed started: the workflow is busy by then
 REPEATER_PEERS = ("rep1", "rep2")
 #: Leaf streams (no worker consumes them) the repeater peers repeat: a pause or a restart of a repeater
@@ -50,6 +57,10 @@ DEFAULT_REPEATED = (
 #: Buffers of the repeated streams' producers and of the repeaters: large enough to hold a whole short
 #: match, so a restarted repeater re-pulls every tuple and every outage is covered.
 COVERING_BUFFER = 200_000
+#: Workers whose producer buffers are tight on purpose (all their outputs are leaves): a stalled recorder
+#: loses tuples of their streams, which is what the suite checks gets reported.
+TIGHT_WORKERS = ("Running team B",)
+TIGHT_BUFFER = 250  # tuples: ~4.5 s of one of their streams in real time
 HEALTH_BOUND_S = 2.0  # acceptance: every process answers /health this soon after a fault ends
 HEALTH_TRY_S = 1.0  # one /health request
 HEALTH_GIVE_UP_S = 15.0  # a process not answering by then counts as not answering at all
@@ -91,7 +102,8 @@ def make_schedule(
 
     ``targets``: kind -> process names it may hit (a kind without targets is
     left out). Kinds take turns before the shuffle, so every kind appears once
-    ``count`` reaches the number of kinds. ``producers`` get the short pauses.
+    ``count`` reaches the number of kinds. ``producers`` get the short pauses;
+    a stall pauses the consumer for ``STALL_S``.
     """
     kinds = [kind for kind in FAULT_KINDS if targets.get(kind)]
     if count <= 0 or not kinds:
@@ -109,6 +121,8 @@ def make_schedule(
             duration = rng.uniform(low, high)
         elif kind == "restart":
             duration = rng.uniform(*RESTART_DOWN_S)
+        elif kind == "stall":
+            duration = rng.uniform(*STALL_S)
         else:
             duration = 0.0
         faults.append(Fault(kind, target, round(at_s, 3), round(duration, 3)))
@@ -123,8 +137,15 @@ def drop_supported() -> bool:
 # --- the workflow -------------------------------------------------------------------------
 
 
-def chaos_workflow(source: Path, out: Path, repeated: tuple[str, ...] = DEFAULT_REPEATED) -> Path:
-    """``source`` on free ports plus one level-1 repeater of ``repeated`` on each of two new peers."""
+def chaos_workflow(
+    source: Path, out: Path, repeated: tuple[str, ...] = DEFAULT_REPEATED, tight: tuple[str, ...] = TIGHT_WORKERS
+) -> Path:
+    """``source`` on free ports plus one level-1 repeater of ``repeated`` on each of two new peers.
+
+    Producers of ``repeated`` streams get buffers that hold the whole match,
+    except the ``tight`` workers, whose buffers hold ``TIGHT_BUFFER`` tuples
+    (their repeaters still hold everything they pulled).
+    """
     from pan.component import get_component_type
     from pan.workflow import on_free_ports, parse_workflow
 
@@ -132,10 +153,12 @@ def chaos_workflow(source: Path, out: Path, repeated: tuple[str, ...] = DEFAULT_
     workflow = parse_workflow(data, str(source))
     producers: dict[str, str] = {}
     consumed: set[str] = set()
+    outputs: dict[str, list[str]] = {}
     for spec in workflow.workers:
         component = get_component_type(spec.type)
         assert component is not None
         consumed.update(component.input_names(spec))
+        outputs[spec.name] = component.output_names(spec)
         if not component.repeats:
             producers.update(dict.fromkeys(component.output_names(spec), spec.name))
     unknown = [s for s in repeated if s not in producers]
@@ -144,11 +167,15 @@ def chaos_workflow(source: Path, out: Path, repeated: tuple[str, ...] = DEFAULT_
     inner = [s for s in repeated if s in consumed]
     if inner:
         raise ValueError(f"repeated streams must be leaves, but workers consume {', '.join(inner)}")
-    covering = {producers[s] for s in repeated}
-    data["workers"] = [
-        {**w, "buffer_size": max(w.get("buffer_size", 0), COVERING_BUFFER)} if w["name"] in covering else w
-        for w in data["workers"]
-    ]
+    inner = [f"{w}: {s}" for w in tight for s in outputs.get(w, []) if s in consumed]
+    if inner or not set(tight) <= set(outputs):
+        raise ValueError(f"tight workers must exist and feed no worker: {', '.join(inner) or ', '.join(tight)}")
+    covering = {producers[s] for s in repeated} - set(tight)
+    for worker in data["workers"]:
+        if worker["name"] in covering:
+            worker["buffer_size"] = max(worker.get("buffer_size", 0), COVERING_BUFFER)
+        elif worker["name"] in tight:
+            worker["buffer_size"] = TIGHT_BUFFER
     host = data["repository"]["host"]
     for n, peer in enumerate(REPEATER_PEERS, 1):
         data["workers"].append({"name": f"Repeater {n}", "type": "repeater", "host": host, "port": 0, "peer": peer,
@@ -184,6 +211,7 @@ class Proc:
         self.process = await asyncio.create_subprocess_exec(
             *self.args, stdin=asyncio.subprocess.DEVNULL, stdout=self._log, stderr=asyncio.subprocess.STDOUT,
             cwd=common.REPO_ROOT, start_new_session=True,
+            **shared_lifeline().spawn_options(),  # dies with the benchmark, even on SIGKILL
         )
         common.LIVE_CHILDREN.add(self.process.pid)
 
@@ -247,6 +275,7 @@ class Cluster:
                                     [(s.host, s.port) for s in specs], log_dir)
         self._session: Any = None
         self.crashed: list[str] = []  # processes that ended on their own, not by a fault or by stop()
+        self.outside: dict[str, int] = {}  # pids of processes outside the workflow that a stall may pause
 
     @property
     def peers(self) -> list[str]:
@@ -336,12 +365,25 @@ async def apply_fault(fault: Fault, cluster: Cluster, t0: float) -> dict[str, An
     (restart: ``restart_s`` is SIGKILL to that moment) or when the connections
     are cut (drop). Then every process's /health latency is measured.
     """
-    proc = cluster.procs[fault.target]
     record: dict[str, Any] = {**fault.as_dict(), "started_s": round(time.monotonic() - t0, 3)}
+    if fault.kind == "stall":
+        pid = cluster.outside[fault.target]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await asyncio.sleep(fault.duration_s)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        ended = time.monotonic()
+        record["ended_s"] = round(ended - t0, 3)
+        record["health_s"] = await cluster.health_all(ended)
+        return record
+    proc = cluster.procs[fault.target]
     if fault.kind == "pause":
         proc.signal(signal.SIGSTOP)
-        await asyncio.sleep(fault.duration_s)
-        proc.signal(signal.SIGCONT)
+        try:
+            await asyncio.sleep(fault.duration_s)
+        finally:
+            proc.signal(signal.SIGCONT)
     elif fault.kind == "restart":
         killed = time.monotonic()
         await proc.kill()
@@ -420,11 +462,12 @@ async def record_stream(stream: str, subscriber: Any, out: IO[bytes], state: Str
             if index > last + 1:
                 jumps.append([last + 1, index - 1])
             last = max(last, index)
+        reported = [list(gap) for gap in getattr(fetch, "gaps", None) or []]  # the client's own gap markers
         if fetch.missed:
             state.reported_missed += fetch.missed
-            state.reported_ranges.extend(jumps)
-        elif jumps:
-            state.unexplained_jumps += len(jumps)
+            state.reported_ranges.extend(reported or jumps)  # older clients only count: the jumps they skipped
+        explained = reported or (jumps if fetch.missed else [])
+        state.unexplained_jumps += sum(1 for jump in jumps if jump not in explained)
         if fetch.tuples:
             out.write(b"".join(orjson.dumps(item) + b"\n" for item in fetch.tuples))
             state.received += len(fetch.tuples)
@@ -433,8 +476,24 @@ async def record_stream(stream: str, subscriber: Any, out: IO[bytes], state: Str
         await asyncio.sleep(RECORD_LINGER_S)
 
 
-async def record(workflow_path: Path, out_dir: Path) -> None:
-    """Record every output stream until told to drain (a line on stdin), then write recorder.json."""
+def tight_streams(workflow: Any) -> list[str]:
+    """Output streams of the ``TIGHT_WORKERS`` in ``workflow`` (the consumer's share of the recording)."""
+    from pan.component import get_component_type
+
+    streams = []
+    for spec in workflow.workers:
+        if spec.name in TIGHT_WORKERS:
+            component = get_component_type(spec.type)
+            assert component is not None
+            streams.extend(component.output_names(spec))
+    return streams
+
+
+async def record(workflow_path: Path, out_dir: Path, name: str, tight: bool) -> None:
+    """Record output streams until told to drain (a line on stdin), then write ``<name>.json``.
+
+    ``tight``: only the tight streams; otherwise every other output stream.
+    """
     import aiohttp
 
     from pan.client import StreamSubscriber
@@ -442,12 +501,14 @@ async def record(workflow_path: Path, out_dir: Path) -> None:
     from pan.workflow import load_workflow
 
     workflow = load_workflow(workflow_path)
+    chosen = set(tight_streams(workflow))
+    streams = [s for s in output_streams(workflow) if (s in chosen) == tight]
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
     states: dict[str, StreamRecord] = {}
     subscribers: dict[str, StreamSubscriber] = {}
     files: dict[str, IO[bytes]] = {}
     tasks = []
-    for stream in output_streams(workflow):
+    for stream in streams:
         states[stream] = StreamRecord()
         files[stream] = (out_dir / f"{stream}.jsonl").open("wb")
         subscribers[stream] = StreamSubscriber(stream, workflow.repository.address, max_wait_ms=RECORD_WAIT_MS,
@@ -463,13 +524,13 @@ async def record(workflow_path: Path, out_dir: Path) -> None:
     for task in tasks:
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    for name, out in files.items():
+    for stream, out in files.items():
         out.close()
-        stats = subscribers[name].stats
-        states[name].failovers, states[name].errors = stats.failovers, stats.errors
+        stats = subscribers[stream].stats
+        states[stream].failovers, states[stream].errors = stats.failovers, stats.errors
     await session.close()
     summary = {"quiet": quiet, "streams": {name: asdict(state) for name, state in states.items()}}
-    (out_dir / "recorder.json").write_text(json.dumps(summary))
+    (out_dir / f"{name}.json").write_text(json.dumps(summary))
     print("done", flush=True)
 
 
@@ -534,12 +595,14 @@ def totals(streams: dict[str, dict[str, int]]) -> dict[str, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos_parts")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("record", help="record every output stream of a workflow until a line arrives on stdin")
+    p = sub.add_parser("record", help="record output streams of a workflow until a line arrives on stdin")
     p.add_argument("workflow", type=Path)
     p.add_argument("out", type=Path)
+    p.add_argument("--name", required=True, help="the summary goes to OUT/NAME.json")
+    p.add_argument("--tight", action="store_true", help="only the tight streams (else all the others)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    asyncio.run(record(args.workflow, args.out))
+    asyncio.run(record(args.workflow, args.out, args.name, args.tight))
     return 0
 
 

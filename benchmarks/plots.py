@@ -204,7 +204,7 @@ def replay(results: dict[str, Any], path: Path) -> Path:
 def chaos(results: dict[str, Any], path: Path) -> Path:
     """`pan bench chaos`: slowest /health answer after each fault, by fault kind, one series per seed."""
     fig, (ax,) = figure(1)
-    kinds = {"pause": "o", "restart": "s", "drop": "^"}
+    kinds = {"pause": "o", "restart": "s", "drop": "^", "stall": "D"}
     for n, seed in enumerate(results["seeds"]):
         for kind, marker in kinds.items():
             pts = [(f["started_s"], max(f["health_s"].values())) for f in seed["faults"]

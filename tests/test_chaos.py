@@ -22,7 +22,8 @@ from benchmarks.query_delay import plain_split
 from tests.conftest import ROOT
 
 WORKFLOW = ROOT / "workflows" / "full_game_3_peers.json"
-TARGETS = {"pause": ["repository", "peer1", "rep1"], "restart": ["repository", "rep1"], "drop": ["peer1"]}
+TARGETS = {"pause": ["repository", "peer1", "rep1"], "restart": ["repository", "rep1"], "drop": ["peer1"],
+           "stall": [parts.CONSUMER]}
 
 
 # --- the schedule ----------------------------------------------------------------------------
@@ -48,13 +49,15 @@ def test_schedule_covers_every_kind_within_the_window_with_short_producer_pauses
                 assert low <= fault.duration_s <= high
             elif fault.kind == "restart":
                 assert parts.RESTART_DOWN_S[0] <= fault.duration_s <= parts.RESTART_DOWN_S[1]
+            elif fault.kind == "stall":
+                assert parts.STALL_S[0] <= fault.duration_s <= parts.STALL_S[1]
             else:
                 assert fault.duration_s == 0
 
 
 def test_schedule_leaves_out_kinds_without_targets() -> None:
     faults = parts.make_schedule(1, {**TARGETS, "drop": []}, 30.0, 4)
-    assert {f.kind for f in faults} == {"pause", "restart"}
+    assert {f.kind for f in faults} == {"pause", "restart", "stall"}
     assert parts.make_schedule(1, {}, 30.0, 4) == []
 
 
@@ -73,6 +76,8 @@ def test_chaos_workflow_adds_level_1_repeaters_of_leaf_streams_on_their_own_peer
         assert repeater.inputs == list(parts.DEFAULT_REPEATED)
     running = next(w for w in workflow.workers if w.name == "Running team A")
     assert running.buffer_size >= parts.COVERING_BUFFER  # producers of repeated streams hold the whole match
+    [tight] = [w for w in workflow.workers if w.name in parts.TIGHT_WORKERS]
+    assert tight.buffer_size == parts.TIGHT_BUFFER
     original = load_workflow(WORKFLOW)
     assert workflow.repository.port != original.repository.port  # moved to free ports
 
@@ -82,6 +87,8 @@ def test_chaos_workflow_refuses_streams_a_worker_consumes(tmp_path: Path) -> Non
         parts.chaos_workflow(WORKFLOW, tmp_path / "chaos.json", ("ACTIVEBALL",))
     with pytest.raises(ValueError, match="no producer"):
         parts.chaos_workflow(WORKFLOW, tmp_path / "chaos.json", ("NOPE",))
+    with pytest.raises(ValueError, match="tight"):
+        parts.chaos_workflow(WORKFLOW, tmp_path / "chaos.json", tight=("Active ball",))  # feeds Ball hits
 
 
 # --- the comparison --------------------------------------------------------------------------
@@ -124,21 +131,21 @@ def test_compare_counts_lost_duplicated_changed_and_unreported(tmp_path: Path) -
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_three_seeds_of_faults_no_hang_no_unreported_loss_no_duplicate(tmp_path: Path) -> None:
-    """3 seeds x 3 faults (every kind once per seed) during a 30 s match fed in real time."""
+    """3 seeds x 4 faults (every kind once per seed) during a 30 s match fed in real time."""
     from simulator.match import generate
 
     generate(tmp_path / "game", 0.5, seed=2013)
     data = plain_split(tmp_path / "game", tmp_path / "split")
     report = tmp_path / "benchmarks.md"
     done = subprocess.run(
-        [sys.executable, "-m", "pan", "bench", "chaos", "--data", str(data), "--seeds", "1,2,3", "--faults", "3",
+        [sys.executable, "-m", "pan", "bench", "chaos", "--data", str(data), "--seeds", "1,2,3", "--faults", "4",
          "--keep", str(tmp_path / "work"), "--write", str(report)],
         cwd=ROOT, capture_output=True, timeout=840, check=False,
     )
     assert done.stdout, done.stderr.decode()[-3000:]
     results = json.loads(done.stdout)
     assert results["reference"]["missed"] == 0 and results["reference"]["tuples"] > 100_000
-    kinds = {"pause", "restart", "drop"} if parts.drop_supported() else {"pause", "restart"}
+    kinds = set(parts.FAULT_KINDS) if parts.drop_supported() else set(parts.FAULT_KINDS) - {"drop"}
     for seed in results["seeds"]:
         assert seed["checks"] and all(seed["checks"].values()), (seed["seed"], seed["checks"], seed["streams"])
         assert {f["kind"] for f in seed["faults"]} == kinds
@@ -146,6 +153,8 @@ def test_three_seeds_of_faults_no_hang_no_unreported_loss_no_duplicate(tmp_path:
             assert set(fault["health_s"]) == {"repository", "peer1", "peer2", "peer3", *parts.REPEATER_PEERS}
             assert all(v is not None and v <= parts.HEALTH_BOUND_S for v in fault["health_s"].values()), fault
         assert seed["totals"]["streams_via_repeater"] > 0  # some recorders did pull through the repeaters
+    # the stalls lost tuples of the tight streams, and every one of them was reported
+    assert sum(seed["totals"]["lost"] for seed in results["seeds"]) > 0
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     text = report.read_text()
     assert "<!-- chaos:start -->" in text and "](img/chaos.png)" in text
