@@ -12,18 +12,29 @@ The model is Kafka's consumer:
 Indices are the original producer's, kept by every repeater, so on a failed
 publisher the subscriber asks the repository for another one and resumes at
 its position: no duplicates, and every skipped index is counted as missed.
+
+Nothing a repository or publisher answers is trusted: a publisher's address
+must be an IP address or a DNS name with a port in 1..65535 before any URL is
+built from it (from parts, with yarl, never by pasting strings), and a page
+that cannot be decoded is an error of that publisher, reported and failed
+over, never a silent retry loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import re
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Literal
 
 import aiohttp
 import orjson
+import yarl
 
 from pan.local import DataFunction, LocalPublishers
 from pan.web import BadRequest, NotFound
@@ -32,11 +43,20 @@ log = logging.getLogger(__name__)
 
 Reset = Literal["earliest", "latest"]
 LAGGING_FETCHES_BEFORE_SWITCH = 3  # empty long polls from a repeater behind our position
+WARNING_INTERVAL_S = 10.0  # at most one WARNING line of a kind per subscriber in this time; the rest are counted
+MAX_HOST_LENGTH = 253  # the longest DNS name
 Tuple = dict[str, Any]
+
+_DNS_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+_INDEX = itemgetter("i")
 
 
 class SubscriberError(Exception):
     """A failure the subscriber cannot recover from by switching publishers."""
+
+
+class BadAnswer(ValueError):
+    """A repository or publisher answer this client refuses to act on (undecodable or malformed)."""
 
 
 @dataclass(slots=True)
@@ -47,6 +67,8 @@ class SubscriberStats:
     resets: int = 0  # reset policy applied (producer restart, position out of range)
     failovers: int = 0  # publisher switches after a failure
     errors: int = 0  # failed requests of any kind
+    decode_errors: int = 0  # publisher pages that could not be decoded or were malformed
+    bad_sources: int = 0  # repository answers naming an unusable publisher address
 
 
 @dataclass(slots=True)
@@ -57,6 +79,27 @@ class Fetch:
     missed: int = 0
     reset: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Runs of missed indices (first, last), in order; each ends right before a tuple of this fetch.
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    #: Why the reset policy was applied (with ``reset``).
+    reset_reason: str = ""
+
+    def markers(self, position: int, epoch: str | None) -> list[Tuple]:
+        """The tuples with ``{"gap": ...}`` markers among them in index order, after a ``{"reset": ...}`` marker.
+
+        ``position`` and ``epoch`` are the subscriber's after this fetch (where a reset resumed).
+        """
+        out: list[Tuple] = []
+        if self.reset:
+            out.append({"reset": {"reason": self.reset_reason, "epoch": epoch, "position": position}})
+        gaps = iter(self.gaps)
+        gap = next(gaps, None)
+        for item in self.tuples:
+            while gap is not None and gap[1] < item["i"]:
+                out.append({"gap": {"from": gap[0], "to": gap[1]}})
+                gap = next(gaps, None)
+            out.append(item)
+        return out
 
 
 @dataclass(slots=True)
@@ -70,14 +113,89 @@ class Source:
     def endpoint(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @classmethod
+    def from_answer(cls, body: object) -> Source:
+        """A `/subscribe` answer, checked field by field: it decides where this client sends requests."""
+        if not isinstance(body, dict):
+            raise BadAnswer(f"expected a JSON object, got {type(body).__name__}")
+        host, port, rep, lvl = body.get("host"), body.get("port"), body.get("rep", False), body.get("lvl", 0)
+        if not is_valid_host(host):
+            raise BadAnswer(f"host {host!r} is neither an IP address nor a DNS name")
+        if not is_valid_port(port):
+            raise BadAnswer(f"port {port!r} is not an integer in 1..65535")
+        if not isinstance(rep, bool):
+            raise BadAnswer(f"rep {rep!r} is not a boolean")
+        if isinstance(lvl, bool) or not isinstance(lvl, int) or lvl < 0:
+            raise BadAnswer(f"lvl {lvl!r} is not an integer >= 0")
+        assert isinstance(host, str) and isinstance(port, int)
+        return cls(host, port, rep, lvl)
+
+    def url(self, path: str) -> yarl.URL:
+        return http_url(self.host, self.port, path)
+
+
+def is_valid_host(host: object) -> bool:
+    """An IP address (v4 or v6, no zone) or a DNS name: nothing that could carry a path, query or user."""
+    if not isinstance(host, str) or not 0 < len(host) <= MAX_HOST_LENGTH or "%" in host:
+        return False
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host
+    return all(_DNS_LABEL.fullmatch(label) for label in name.split("."))
+
+
+def is_valid_port(port: object) -> bool:
+    return isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535
+
+
+def http_url(host: str, port: int, path: str) -> yarl.URL:
+    """``http://host:port/path`` built from validated parts (IPv6 hosts get their brackets)."""
+    if not is_valid_host(host) or not is_valid_port(port):
+        raise ValueError(f"not a valid HOST:PORT: {host!r}:{port!r}")
+    return yarl.URL.build(scheme="http", host=host, port=port, path=path)
+
 
 def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
+    """``HOST:PORT`` (``[V6]:PORT`` for IPv6, empty host: 127.0.0.1) or a tuple, validated."""
     if isinstance(address, tuple):
-        return address
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"expected HOST:PORT, got {address!r}")
-    return host or "127.0.0.1", int(port)
+        host, port = address
+    else:
+        raw_host, sep, raw_port = address.rpartition(":")
+        if not sep or not raw_port.isascii() or not raw_port.isdigit():
+            raise ValueError(f"expected HOST:PORT, got {address!r}")
+        if raw_host.startswith("[") and raw_host.endswith("]"):
+            raw_host = raw_host[1:-1]
+        host, port = raw_host or "127.0.0.1", int(raw_port)
+    if not is_valid_host(host):
+        raise ValueError(f"host {host!r} is neither an IP address nor a DNS name")
+    if not is_valid_port(port):
+        raise ValueError(f"port {port!r} is not an integer in 1..65535")
+    return host, port
+
+
+class Throttle:
+    """Rate-limited warnings: at most one line per kind per ``interval_s``, with a count of the rest."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float = WARNING_INTERVAL_S) -> None:
+        self.logger = logger
+        self.interval_s = interval_s
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warning(self, kind: str, message: str, *args: object) -> None:
+        now = time.monotonic()
+        last = self._last.get(kind)
+        if last is not None and now - last < self.interval_s:
+            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+            return
+        self._last[kind] = now
+        suppressed = self._suppressed.pop(kind, 0)
+        if suppressed:
+            message += f" ({suppressed} more like it in the last {self.interval_s:g} s)"
+        self.logger.warning(message, *args)
 
 
 class StreamSubscriber:
@@ -100,6 +218,7 @@ class StreamSubscriber:
         session: aiohttp.ClientSession | None = None,
         local: LocalPublishers | None = None,
         wake_on_meta: bool = False,
+        gaps: bool = False,
     ) -> None:
         self.stream = stream
         self.repository = parse_address(repository)
@@ -126,6 +245,10 @@ class StreamSubscriber:
         self._backoff = retry_backoff_s[0]
         self._lagging = 0
         self.upstream_last = -1  # the publisher's newest index at the last answer
+        #: ``batches()`` and iteration also yield ``{"gap": {"from": i, "to": j}}`` (first and last missed
+        #: index) where tuples were missed, and ``{"reset": {...}}`` where the reset policy was applied.
+        self.gap_markers = gaps
+        self._warn = Throttle(log)
 
     @property
     def source_is_local(self) -> bool:
@@ -157,11 +280,12 @@ class StreamSubscriber:
     # --- iteration ----------------------------------------------------------------
 
     async def batches(self) -> AsyncIterator[list[Tuple]]:
-        """Non-empty batches of new tuples, in index order, forever."""
+        """Non-empty batches of new tuples, in index order, forever (with markers if ``gaps``)."""
         while True:
             fetch = await self.fetch()
-            if fetch.tuples:
-                yield fetch.tuples
+            batch = fetch.markers(self.position, self.epoch) if self.gap_markers else fetch.tuples
+            if batch:
+                yield batch
 
     async def __aiter__(self) -> AsyncIterator[Tuple]:
         async for batch in self.batches():
@@ -180,6 +304,10 @@ class StreamSubscriber:
                     continue
             try:
                 answer = await self._get_data(self.source)
+            except BadAnswer as exc:
+                self._bad_page(self.source, exc)
+                await self._sleep_backoff()  # even a repository that keeps naming this publisher cannot make us spin
+                continue
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
                 self._drop_source(f"{type(exc).__name__}: {exc}")
                 continue
@@ -187,6 +315,7 @@ class StreamSubscriber:
             return self._apply(answer)
 
     async def _get_data(self, source: Source) -> dict[str, Any]:
+        """The publisher's `/data` answer, decoded and checked (``BadAnswer`` if it is not a usable page)."""
         assert self._session is not None, "call start() first"
         if not self._positioned:
             params = {"s": self.stream, "l": "1"}
@@ -198,16 +327,15 @@ class StreamSubscriber:
                 params["m"] = "1"
         serve = self._local.lookup(source.host, source.port) if self._local is not None else None
         if serve is not None:
-            return orjson.loads(await self._get_local(serve, source))
+            return _checked_page(await self._get_local(serve, source))
         timeout = aiohttp.ClientTimeout(total=self.max_wait_ms / 1000 + self.request_timeout_s)
-        url = f"http://{source.host}:{source.port}/data"
-        async with self._session.get(url, params=params, timeout=timeout) as response:
+        async with self._session.get(source.url("/data"), params=params, timeout=timeout) as response:
             body = await response.read()
         if response.status == 400:
             raise SubscriberError(f"{source.endpoint} rejected the fetch: {body[:200]!r}")
         if response.status != 200:
             raise ValueError(f"{source.endpoint} answered HTTP {response.status}")
-        return orjson.loads(body)
+        return _checked_page(body)
 
     async def _get_local(self, serve: DataFunction, source: Source) -> bytes:
         """The same fetch as over HTTP, answered by a publisher in this process."""
@@ -225,7 +353,7 @@ class StreamSubscriber:
         meta = answer.get("meta") or {}
         self.meta = meta
         epoch = meta.get("epoch")
-        last = int(answer.get("last", -1))
+        last = answer.get("last", -1)
         self.upstream_last = last
         if not self._positioned:  # start=latest: begin after the newest tuple
             self.position, self.epoch, self._positioned = last, epoch, True
@@ -245,36 +373,38 @@ class StreamSubscriber:
         self._lagging = 0
         tuples: list[Tuple] = answer.get("tuples") or []
         missed = 0
+        gaps: list[tuple[int, int]] = []
         if tuples and tuples[0]["i"] == self.position + 1 and tuples[-1]["i"] == self.position + len(tuples):
             self.position += len(tuples)  # the usual case: a contiguous page right after our position
         else:
-            tuples, missed = self._filter(tuples)
+            tuples, gaps = self._filter(tuples)
+            missed = sum(to - first + 1 for first, to in gaps)
         if missed:
             self.stats.missed += missed
             log.warning("%s: %d tuples missed before index %d", self.stream, missed, self.position)
         self.stats.received += len(tuples)
-        return Fetch(tuples, missed=missed, meta=meta)
+        return Fetch(tuples, missed=missed, meta=meta, gaps=gaps)
 
-    def _filter(self, page: list[Tuple]) -> tuple[list[Tuple], int]:
-        """Drop what was already delivered and count index jumps as missed."""
+    def _filter(self, page: list[Tuple]) -> tuple[list[Tuple], list[tuple[int, int]]]:
+        """Drop what was already delivered; index jumps become gaps (first and last missed index)."""
         tuples: list[Tuple] = []
-        missed = 0
+        gaps: list[tuple[int, int]] = []
         for item in page:
             index = item["i"]
             if index <= self.position:
                 continue  # already delivered (never hand out duplicates)
             if index > self.position + 1:
-                missed += index - self.position - 1
+                gaps.append((self.position + 1, index - 1))
                 self.stats.gaps += 1
             tuples.append(item)
             self.position = index
-        return tuples, missed
+        return tuples, gaps
 
     def _reset(self, why: str, last: int) -> Fetch:
         self.stats.resets += 1
         self.position = -1 if self.reset_policy == "earliest" else last
         log.warning("%s: %s; reset to %s (position %d)", self.stream, why, self.reset_policy, self.position)
-        return Fetch([], reset=True, meta=self.meta)
+        return Fetch([], reset=True, meta=self.meta, reset_reason=why)
 
     # --- publisher lookup ---------------------------------------------------------
 
@@ -292,7 +422,7 @@ class StreamSubscriber:
         host, port = self.repository
         try:
             async with self._session.get(
-                f"http://{host}:{port}/subscribe",
+                http_url(host, port, "/subscribe"),
                 params=params,
                 timeout=aiohttp.ClientTimeout(total=self.request_timeout_s),
             ) as response:
@@ -307,7 +437,16 @@ class StreamSubscriber:
         if response.status != 200:
             log.debug("%s: repository answered %d: %s", self.stream, response.status, body)
             return None
-        return Source(body["host"], int(body["port"]), bool(body.get("rep")), int(body.get("lvl", 0)))
+        try:
+            return Source.from_answer(body)
+        except BadAnswer as exc:
+            self.stats.errors += 1
+            self.stats.bad_sources += 1
+            self._warn.warning(
+                "bad-source", "%s: repository %s:%d named an unusable publisher (%s); looking again",
+                self.stream, host, port, exc,
+            )
+            return None
 
     def _drop_source(self, why: str) -> None:
         assert self.source is not None
@@ -317,6 +456,47 @@ class StreamSubscriber:
         self._failed.add(self.source.endpoint)
         self.source = None
 
+    def _bad_page(self, source: Source, exc: BadAnswer) -> None:
+        """A publisher's answer this client cannot use: report it (with the address), fail over."""
+        self.stats.decode_errors += 1
+        self._warn.warning(
+            "bad-page", "%s: publisher %s sent a page that cannot be used at position %d (%s); failing over",
+            self.stream, source.endpoint, self.position, exc,
+        )
+        self._drop_source(f"bad page: {exc}")
+
     async def _sleep_backoff(self) -> None:
         await asyncio.sleep(self._backoff)
         self._backoff = min(self._backoff * 2, self.retry_backoff_s[1])
+
+
+def _checked_page(body: bytes) -> dict[str, Any]:
+    """A `/data` body decoded and checked for what the subscriber relies on, else ``BadAnswer``.
+
+    A tuple without an integer ``i`` or a number orjson cannot represent
+    (a 400-digit integer) would otherwise stop the subscriber on every retry.
+    """
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadAnswer(f"undecodable: {exc}") from None
+    if not isinstance(answer, dict):
+        raise BadAnswer(f"expected a JSON object, got {type(answer).__name__}")
+    last = answer.get("last", -1)
+    if type(last) is not int:
+        raise BadAnswer(f"'last' is not an integer: {last!r}")
+    meta = answer.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise BadAnswer("'meta' is not an object")
+    tuples = answer.get("tuples")
+    if tuples is None:
+        return answer
+    if not isinstance(tuples, list):
+        raise BadAnswer("'tuples' is not a list")
+    try:
+        index_types = set(map(type, map(_INDEX, tuples)))  # C loops: a few % of the decoding time
+    except (KeyError, TypeError):
+        raise BadAnswer("a tuple is not an object with an index 'i'") from None
+    if not index_types <= {int}:
+        raise BadAnswer("a tuple's 'i' is not an integer")
+    return answer

@@ -9,6 +9,7 @@ become holes, which readers see as ``missed`` rather than silently.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -39,7 +40,10 @@ class RingBuffer(Generic[T]):
         self._slots: list[object] = [_HOLE] * capacity
         self._first = 0  # oldest held index (valid when _next > _first)
         self._next = 0  # index the next plain append gets
-        self._last_hole = -1  # newest index ever left as a hole; reads above it can slice
+        # Runs of holes [start, end] (inclusive), oldest first, so that reads jump over a gap in O(log runs)
+        # rather than walking it slot by slot; runs below ``_first`` are dead and trimmed on the next gap.
+        self._hole_starts: list[int] = []
+        self._hole_ends: list[int] = []
         self._waiter: asyncio.Future[None] | None = None  # readers of data only
         self._meta_waiter: asyncio.Future[None] | None = None  # readers of data or metadata changes
 
@@ -103,7 +107,8 @@ class RingBuffer(Generic[T]):
         """Forget everything, e.g. when an upstream producer restarted."""
         self._slots = [_HOLE] * self.capacity
         self._first = self._next = start_index
-        self._last_hole = -1
+        self._hole_starts.clear()
+        self._hole_ends.clear()
         self._wake()
 
     def _skip_to(self, index: int) -> None:
@@ -111,10 +116,16 @@ class RingBuffer(Generic[T]):
         if gap >= self.capacity:
             self._slots = [_HOLE] * self.capacity
             self._first = index
+            self._hole_starts.clear()
+            self._hole_ends.clear()
             return
         for skipped in range(self._next, index):
-            self._slots[skipped % self.capacity] = _HOLE
-        self._last_hole = index - 1
+            self._slots[skipped % self.capacity] = _HOLE  # frees the overwritten item now
+        dead = bisect.bisect_left(self._hole_ends, self._first)
+        if dead:
+            del self._hole_starts[:dead], self._hole_ends[:dead]
+        self._hole_starts.append(self._next)
+        self._hole_ends.append(index - 1)
 
     def poke(self) -> None:
         """Wake readers that asked to hear of metadata changes (``meta=True``), without new data."""
@@ -136,31 +147,86 @@ class RingBuffer(Generic[T]):
         ``missed`` counts indices after ``after`` that the reader can no longer
         get: overwritten before this read, or holes left by an upstream gap.
         Indices skipped on purpose by ``latest`` are not missed.
+
+        Holes do not count toward N: the newest index is never a hole, so a
+        read returns at least one item whenever anything newer than ``after``
+        is held, and a reader that resumes after the last index it got has
+        moved past every gap (a page made only of holes would leave it asking
+        the same question forever).
         """
         start = max(after + 1, self._first)
         end = self._next  # exclusive
         missed = max(0, min(self._first, end) - (after + 1))
-        if latest is not None and end - start > latest:
-            start = end - latest
-        elif oldest is not None and end - start > oldest:
-            end = start + oldest
         if start >= end:
             return ReadResult([], [], self.first, self.last, missed)
-        slots, capacity = self._slots, self.capacity
-        if start > self._last_hole:  # no holes: two slices instead of a Python loop
-            lo, hi = start % capacity, end % capacity
-            items = slots[lo:hi or capacity] if lo < hi or hi == 0 else slots[lo:] + slots[:hi]
-            return ReadResult(items, list(range(start, end)), self.first, self.last, missed)  # type: ignore[arg-type]
-        items = []
+        if not self._hole_ends or start > self._hole_ends[-1]:  # no holes: two slices instead of a loop
+            if latest is not None and end - start > latest:
+                start = end - latest
+            elif oldest is not None and end - start > oldest:
+                end = start + oldest
+            return ReadResult(self._slice(start, end), list(range(start, end)), self.first, self.last, missed)
+        if latest is not None:
+            ranges, holes = self._held_backward(start, end, latest)
+        else:
+            ranges, holes = self._held_forward(start, end, oldest)
+        items: list[T] = []
         indices: list[int] = []
-        for index in range(start, end):
-            item = slots[index % capacity]
-            if item is _HOLE:
-                missed += 1
+        for lo, hi in ranges:
+            items += self._slice(lo, hi)
+            indices += range(lo, hi)
+        return ReadResult(items, indices, self.first, self.last, missed + holes)
+
+    def _held_forward(self, start: int, end: int, limit: int | None) -> tuple[list[tuple[int, int]], int]:
+        """Ranges [lo, hi) of held items from ``start`` on, up to ``limit`` items, and the holes passed."""
+        starts, ends = self._hole_starts, self._hole_ends
+        run = bisect.bisect_left(ends, start)  # the first run that ends at or after start
+        need = end - start if limit is None else limit
+        ranges: list[tuple[int, int]] = []
+        holes = 0
+        position = start
+        while position < end and need > 0:
+            if run < len(starts) and starts[run] <= position:  # inside a run of holes: jump over it
+                past = min(ends[run] + 1, end)
+                holes += past - position
+                position = past
+                run += 1
                 continue
-            items.append(item)  # type: ignore[arg-type]
-            indices.append(index)
-        return ReadResult(items, indices, self.first, self.last, missed)
+            stop = min(end, starts[run] if run < len(starts) else end, position + need)
+            ranges.append((position, stop))
+            need -= stop - position
+            position = stop
+        return ranges, holes
+
+    def _held_backward(self, start: int, end: int, limit: int) -> tuple[list[tuple[int, int]], int]:
+        """Ranges [lo, hi) of the newest ``limit`` held items at or after ``start``, and the holes passed."""
+        starts, ends = self._hole_starts, self._hole_ends
+        run = bisect.bisect_right(starts, end - 1) - 1  # the last run that starts before end
+        need = limit
+        ranges: list[tuple[int, int]] = []
+        holes = 0
+        position = end  # exclusive
+        while position > start and need > 0:
+            if run >= 0 and ends[run] >= position - 1:  # the slot below position is a hole
+                lowest = max(starts[run], start)
+                holes += position - lowest
+                position = lowest
+                run -= 1
+                continue
+            low = max(start, ends[run] + 1 if run >= 0 else start, position - need)
+            ranges.append((low, position))
+            need -= position - low
+            position = low
+        ranges.reverse()
+        return ranges, holes
+
+    def _slice(self, start: int, end: int) -> list[T]:
+        """Slots for indices [start, end), which must all be held (end - start <= capacity)."""
+        if start >= end:
+            return []
+        slots, capacity = self._slots, self.capacity
+        lo, hi = start % capacity, end % capacity
+        items = slots[lo:hi or capacity] if lo < hi or hi == 0 else slots[lo:] + slots[:hi]
+        return items  # type: ignore[return-value]
 
     async def wait_beyond(self, index: int, timeout: float, *, meta: bool = False) -> bool:
         """Wait until something newer than ``index`` exists, or the timeout.
