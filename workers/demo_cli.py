@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from pan.client import Source, http_url
 from pan.replay import replay
 from pan.split import split
 from pan.workflow import Workflow, load_workflow
@@ -63,10 +64,10 @@ async def _latest(session: aiohttp.ClientSession, workflow: Workflow, stream: st
     repo = workflow.repository
     timeout = aiohttp.ClientTimeout(total=2)
     with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError):
-        async with session.get(f"http://{repo.host}:{repo.port}/subscribe", params={"s": stream}, timeout=timeout) as r:
-            pub = orjson.loads(await r.read())
-        url = f"http://{pub['host']}:{pub['port']}/data"
-        async with session.get(url, params={"s": stream, "l": "1"}, timeout=timeout) as r:
+        lookup = http_url(repo.host, repo.port, "/subscribe")
+        async with session.get(lookup, params={"s": stream}, timeout=timeout) as r:
+            source = Source.from_answer(orjson.loads(await r.read()))  # never a URL pasted from an answer
+        async with session.get(source.url("/data"), params={"s": stream, "l": "1"}, timeout=timeout) as r:
             tuples = orjson.loads(await r.read())["tuples"]
         return tuples[0] if tuples else None
     return None
