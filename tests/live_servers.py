@@ -294,6 +294,7 @@ class LogCounter(logging.Handler):
         super().__init__(logging.DEBUG)
         self.counts: dict[int, int] = {}
         self.errors: list[str] = []
+        self.started = time.monotonic()
 
     def emit(self, record: logging.LogRecord) -> None:
         if not record.name.startswith(("pan", "aiohttp")):
