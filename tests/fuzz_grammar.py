@@ -203,7 +203,7 @@ def stream_param(known: list[str], absent: float = 0.1) -> st.SearchStrategy[Par
     pool = [Param(name, VALID, name) for name in known] * 15
     pool += [Param(name, VALID, name) for name in PLAIN_NAMES]
     pool += [Param(name, EITHER, name) for name in ODD_NAMES]
-    pool += [Param(data, EITHER) for data in NON_UTF8]
+    pool += [Param(data, INVALID) for data in NON_UTF8]  # README: a query that is not UTF-8 is a 400
     pool += [Param("", INVALID)] * 3
     return pick(pool, absent)
 

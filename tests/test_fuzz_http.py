@@ -292,8 +292,10 @@ def _level_verdict(rep: Param | None, lvl: Param | None) -> str:
 
 
 def _stream_name() -> st.SearchStrategy[Param | None]:
-    pool = [Param(s, VALID, s) for s in PLAIN_NAMES] + [Param(s, EITHER, s) for s in ODD_NAMES]
-    return pick(pool + [Param(b, EITHER) for b in NON_UTF8] + [Param("", INVALID)] * 3, absent=0.1)
+    """Stream names as the repository takes them: 1 to 256 printable characters (README), UTF-8."""
+    names = PLAIN_NAMES + ODD_NAMES + ["x" * 256, "y" * 257]
+    pool = [Param(s, VALID if s.isprintable() and 1 <= len(s) <= 256 else INVALID, s) for s in names]
+    return pick(pool + [Param(b, INVALID) for b in NON_UTF8] + [Param("", INVALID)] * 3, absent=0.1)
 
 
 def _unpublish_round_trip(client: RawHttp, names: list[str | bytes], host: Param, port: str, request: str) -> None:
@@ -526,6 +528,50 @@ def test_unpublish_grammar(scratch_http: RawHttp) -> None:
     _run(fuzz, scratch_http, REQUESTS_PER_FAMILY)
 
 
+# --- the repository's pages ---------------------------------------------------------------------------
+
+
+def test_registry_pages(repo_http: RawHttp) -> None:
+    """`/streams` and `/debug` pages: `after`, `limit`; names in order, after `after`, at most `limit`."""
+    requests = st.fixed_dictionaries(
+        {
+            "after": pick(
+                [Param(s, VALID, s) for s in ["", "A", "SENSOR", "SENSOR4", "SENSOR8", "Z", *PLAIN_NAMES[:20]]]
+                + [Param(s, EITHER, s) for s in ODD_NAMES[:10]]
+                + [Param(b, INVALID) for b in NON_UTF8],
+                absent=0.4,
+            ),
+            "limit": integer_param(1, 10_000, valid=(1, 5), absent=0.4),
+        }
+    )
+
+    @fuzz_settings()
+    @given(st.lists(st.tuples(st.sampled_from(["/streams", "/debug"]), requests), min_size=BATCH, max_size=BATCH))
+    def fuzz(batch: list[tuple[str, dict[str, Param | None]]]) -> None:
+        for path, params in batch:
+            target = path + query(params)
+            expected = expected_statuses(list(params.values()), {200})
+            answer = repo_http.get(target)
+            check_error_contract(answer)
+            assert answer.status in expected, f"{target}: expected {sorted(expected)}, got {answer.describe()}"
+            if answer.status != 200:
+                continue
+            if path == "/debug":
+                assert answer.content_type.startswith("text/html"), f"{target}: {answer.describe()}"
+                continue
+            page = answer.json()
+            names = list(page["streams"])
+            after, limit = params["after"], params["limit"]
+            assert names == sorted(names), f"{target}: {names}"
+            if after is not None and after.value:
+                assert all(name > after.value for name in names), f"{target}: {names}"
+            if limit is not None and limit.value is not None:
+                assert len(names) <= limit.value, f"{target}: {names}"
+            assert page["next"] is None or page["next"] == names[-1], f"{target}: {page['next']!r} after {names}"
+
+    _run(fuzz, repo_http, REQUESTS_PER_FAMILY)
+
+
 # --- raw HTTP: what aiohttp parses (or refuses) before any handler runs ---------------------------------
 
 ROUTES = [b"/data", b"/streams", b"/health", b"/metrics", b"/debug", b"/publish", b"/unpublish", b"/subscribe"]
@@ -627,7 +673,9 @@ def test_raw_http(worker_http: RawHttp, repo_http: RawHttp) -> None:
             answer = clients[server].send(raw, head=head, fresh=True)
             try:
                 check_error_contract(answer, head=head)
-            except AssertionError as exc:
+                if 200 <= answer.status < 300 and answer.content_type.startswith("application/json") and not head:
+                    answer.json()  # a 2xx JSON answer parses
+            except (AssertionError, orjson.JSONDecodeError) as exc:
                 raise AssertionError(f"{exc}\nrequest: {raw[:400]!r}") from None
 
     before = sum(client.sent for client in clients)
