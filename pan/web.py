@@ -470,8 +470,19 @@ class _GuardedRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         plain = await super()._make_server()  # starts and freezes the app
+        app_handler = plain.request_handler
+
+        async def handle(request: web.BaseRequest) -> web.StreamResponse:
+            """aiohttp raises some refusals before the middleware runs (e.g. 417 for an unknown Expect)."""
+            try:
+                return await app_handler(request)
+            except web.HTTPException as exc:
+                if exc.status < 400:
+                    raise
+                return _refuse(request, exc.status, _one_line(exc.text or exc.reason))  # type: ignore[arg-type]
+
         return _GuardedServer(
-            plain.request_handler,
+            handle,
             request_factory=plain.request_factory,
             loop=asyncio.get_running_loop(),
             guard=self._guard,
