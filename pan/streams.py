@@ -216,6 +216,8 @@ class InputCounters:
     missed: int = 0
     resets: int = 0
     failovers: int = 0
+    decode_errors: int = 0  # upstream pages that could not be decoded (the pull failed over)
+    bad_sources: int = 0  # repository answers naming an unusable publisher address
     waits_for_reader: int = 0  # times the pull task held off because the reader had not made room
 
 
@@ -309,5 +311,7 @@ class InputStream:
             "failovers": self.counters.failovers,
             "consumed": self.consumed,
             "waits_for_reader": self.counters.waits_for_reader,
+            "decode_errors": self.counters.decode_errors,
+            "bad_sources": self.counters.bad_sources,
             "meta": self.meta,
         }

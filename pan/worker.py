@@ -228,8 +228,16 @@ class Worker:
                 stream.reset()
             if fetch.tuples:
                 stream.add(fetch.tuples)
-            stream.counters.missed = subscriber.stats.missed
-            stream.counters.failovers = subscriber.stats.failovers
+            self._copy_pull_counters(name)
+
+    def _copy_pull_counters(self, name: str) -> None:
+        """The subscriber's counts into the input's; also before every report, since a fetch that keeps
+        failing over (an undecodable page, a bad publisher address) does not return to ``_pull``."""
+        subscriber = self.subscribers.get(name)
+        if subscriber is not None:
+            counters, stats = self.inputs[name].counters, subscriber.stats
+            counters.missed, counters.failovers = stats.missed, stats.failovers
+            counters.decode_errors, counters.bad_sources = stats.decode_errors, stats.bad_sources
 
     # --- HTTP ---------------------------------------------------------------------
 
@@ -273,6 +281,8 @@ class Worker:
         return stream.render(after, oldest=oldest, latest=latest)
 
     def describe(self) -> dict[str, Any]:
+        for name in self.inputs:
+            self._copy_pull_counters(name)
         return {
             "status": "ok",
             "worker": self.spec.name,
@@ -295,6 +305,8 @@ class Worker:
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
         metrics = MetricsText(worker=self.spec.name)
+        for name in self.inputs:
+            self._copy_pull_counters(name)
         for name, out in self.outputs.items():
             metrics.add("pan_output_last_index", out.buffer.last, "gauge", stream=name)
             metrics.add("pan_output_held_tuples", len(out.buffer), "gauge", stream=name)
@@ -309,6 +321,8 @@ class Worker:
             metrics.add("pan_input_missed_total", inp.counters.missed, "counter", stream=name)
             metrics.add("pan_input_resets_total", inp.counters.resets, "counter", stream=name)
             metrics.add("pan_input_failovers_total", inp.counters.failovers, "counter", stream=name)
+            metrics.add("pan_input_decode_errors_total", inp.counters.decode_errors, "counter", stream=name)
+            metrics.add("pan_input_bad_sources_total", inp.counters.bad_sources, "counter", stream=name)
             metrics.add("pan_input_waits_for_reader_total", inp.counters.waits_for_reader, "counter", stream=name)
         counters = self.component.counters()
         ordering = counters.get("ordering")

@@ -313,6 +313,28 @@ async def test_a_bad_page_is_reported_with_the_publishers_address_and_failed_ove
     assert len(warnings) < sub.stats.decode_errors  # rate-limited: one line, the rest counted
 
 
+async def test_a_workers_pull_shows_undecodable_pages_in_streams_and_metrics(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """An operator sees a poisoned upstream on the pulling worker, not only in its log."""
+    async with serving(page(POISON)) as poisoned:
+        status, _ = await get_json(f"http://{HOST}:{repository.port}/publish", s="S", h=HOST, p=poisoned.port)
+        assert status == 200
+        wf = make_workflow(repository.port, [forwarder("F", ["S"]), repeater("R", ["S"], 1)])
+        (rep,) = await workers.start(wf, names=["R"])  # the poisoned publisher is S's only one
+        url = f"http://{HOST}:{rep.server.port}"
+
+        async def decode_errors() -> int:
+            _, info = await get_json(f"{url}/streams")
+            return info["inputs"]["S"]["decode_errors"]
+
+        await wait_until(lambda: decode_errors(), timeout_s=30)
+        async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as response:
+            text = await response.text()
+        (line,) = [row for row in text.splitlines() if row.startswith("pan_input_decode_errors_total{")]
+        assert float(line.rsplit(" ", 1)[1]) >= 1
+
+
 # --- finding 3: clients build URLs from validated parts ----------------------------------------------
 
 
