@@ -335,15 +335,27 @@ class Cluster:
         want_reps = len(REPEATER_PEERS)
         while time.monotonic() < deadline:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError):
-                async with self._session.get(f"http://{repo.host}:{repo.port}/streams",
-                                             timeout=aiohttp.ClientTimeout(total=5)) as response:
-                    known = json.loads(await response.read())["streams"]
+                known = await self._registry(f"http://{repo.host}:{repo.port}/streams")
                 if all(any(not p["rep"] for p in known.get(s, [])) for s in streams) and all(
                     sum(1 for p in known.get(s, []) if p["rep"]) >= want_reps for s in repeated
                 ):
                     return
             await asyncio.sleep(0.2)
         raise RuntimeError(f"the workflow's publishers did not all register within {timeout_s:.0f} s")
+
+    async def _registry(self, url: str) -> dict[str, list[dict[str, Any]]]:
+        """Every page of the repository's ``/streams`` (a repository without pages answers with one)."""
+        import aiohttp
+
+        known: dict[str, list[dict[str, Any]]] = {}
+        params: dict[str, str] = {}
+        while True:
+            async with self._session.get(url, params=params, timeout=aiohttp.ClientTimeout(total=5)) as response:
+                page = json.loads(await response.read())
+            known.update(page["streams"])
+            if not page.get("next"):
+                return known
+            params = {"after": page["next"]}
 
     async def stop(self) -> dict[str, int | None]:
         """Peers first (they unpublish), then the repository; exit codes by process."""
@@ -389,8 +401,11 @@ async def apply_fault(fault: Fault, cluster: Cluster, t0: float) -> dict[str, An
         await proc.kill()
         await asyncio.sleep(fault.duration_s)
         await proc.spawn()
-        await cluster.wait_up(fault.target)
-        record["restart_s"] = round(time.monotonic() - killed, 3)
+        try:
+            await cluster.wait_up(fault.target)
+            record["restart_s"] = round(time.monotonic() - killed, 3)
+        except RuntimeError as exc:  # never back: its /health below says so, and the run goes on
+            record["restart_s"], record["error"] = None, str(exc)
     elif fault.kind == "drop":
         record["connections_dropped"] = await drop_connections([port for _, port in proc.endpoints])
     else:
@@ -439,7 +454,7 @@ class StreamRecord:
     received: int = 0
     reported_missed: int = 0  # the subscriber's own count of skipped indices
     reported_ranges: list[list[int]] = field(default_factory=list)  # [first, last] index of each reported gap
-    unexplained_jumps: int = 0  # index jumps in a fetch that reported nothing missed
+    unexplained_jumps: int = 0  # index jumps between delivered tuples that the client did not report as a gap
     resets: int = 0
     via_repeater: int = 0  # tuples that came from a repeater
     failovers: int = 0
@@ -462,12 +477,10 @@ async def record_stream(stream: str, subscriber: Any, out: IO[bytes], state: Str
             if index > last + 1:
                 jumps.append([last + 1, index - 1])
             last = max(last, index)
-        reported = [list(gap) for gap in getattr(fetch, "gaps", None) or []]  # the client's own gap markers
-        if fetch.missed:
-            state.reported_missed += fetch.missed
-            state.reported_ranges.extend(reported or jumps)  # older clients only count: the jumps they skipped
-        explained = reported or (jumps if fetch.missed else [])
-        state.unexplained_jumps += sum(1 for jump in jumps if jump not in explained)
+        reported = [list(gap) for gap in fetch.gaps]  # the client's own gaps: (first, last) missed index
+        state.reported_missed += fetch.missed
+        state.reported_ranges.extend(reported)
+        state.unexplained_jumps += sum(1 for jump in jumps if jump not in reported)
         if fetch.tuples:
             out.write(b"".join(orjson.dumps(item) + b"\n" for item in fetch.tuples))
             state.received += len(fetch.tuples)
@@ -565,7 +578,8 @@ def compare(reference: Path, run: Path, recorded: dict[str, Any]) -> dict[str, d
         run_bytes = (run / f"{stream}.jsonl").read_bytes()
         row = {"reference": ref_bytes.count(b"\n"), "recorded": run_bytes.count(b"\n"), "identical": 1,
                "lost": 0, "duplicated": 0, "changed": 0, "extra": 0, "reported": state["reported_missed"],
-               "unreported": 0, "resets": state["resets"], "via_repeater": state["via_repeater"]}
+               "unreported": 0, "unexplained_jumps": state.get("unexplained_jumps", 0), "resets": state["resets"],
+               "via_repeater": state["via_repeater"]}
         if ref_bytes != run_bytes:
             ref = {orjson.loads(line)["i"]: line for line in ref_bytes.splitlines()}
             seen: dict[int, bytes] = {}
@@ -585,7 +599,7 @@ def compare(reference: Path, run: Path, recorded: dict[str, Any]) -> dict[str, d
 
 def totals(streams: dict[str, dict[str, int]]) -> dict[str, int]:
     keys = ("reference", "recorded", "identical", "lost", "duplicated", "changed", "extra", "reported",
-            "unreported", "resets", "via_repeater")
+            "unreported", "unexplained_jumps", "resets", "via_repeater")
     out = {k: sum(row[k] for row in streams.values()) for k in keys}
     out["streams"] = len(streams)
     out["streams_via_repeater"] = sum(1 for row in streams.values() if row["via_repeater"])
