@@ -202,7 +202,9 @@ def replay(results: dict[str, Any], path: Path) -> Path:
 
 
 def chaos(results: dict[str, Any], path: Path) -> Path:
-    """`pan bench chaos`: slowest /health answer after each fault, by fault kind, one series per seed."""
+    """`pan bench chaos`: slowest /health answer after each fault; colour = seed, marker = kind of fault."""
+    from matplotlib.lines import Line2D
+
     fig, (ax,) = figure(1)
     kinds = {"pause": "o", "restart": "s", "drop": "^", "stall": "D"}
     for n, seed in enumerate(results["seeds"]):
@@ -210,11 +212,15 @@ def chaos(results: dict[str, Any], path: Path) -> Path:
             pts = [(f["started_s"], max(f["health_s"].values())) for f in seed["faults"]
                    if f["kind"] == kind and None not in f["health_s"].values()]
             if pts:
-                ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=f"C{n}",
-                           label=f"seed {seed['seed']} {kind}")
+                ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=f"C{n}")
     bound = results["config"]["health_bound_s"]
-    ax.axhline(bound, color="grey", linestyle="--", linewidth=1, label=f"bound {bound:g} s")
+    ax.axhline(bound, color="grey", linestyle="--", linewidth=1)
     ax.set_ylim(bottom=0)
     decorate(ax, "Slowest /health answer after each fault", "fault start (s after the feed started)",
              "seconds after the fault ended")
+    handles = [Line2D([], [], color=f"C{n}", marker="o", linestyle="", label=f"seed {seed['seed']}")
+               for n, seed in enumerate(results["seeds"])]
+    handles += [Line2D([], [], color="black", marker=m, linestyle="", label=k) for k, m in kinds.items()]
+    handles.append(Line2D([], [], color="grey", linestyle="--", label=f"bound {bound:g} s"))
+    ax.legend(handles=handles, fontsize=8, ncol=2)
     return save(fig, path)
