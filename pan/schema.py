@@ -101,12 +101,12 @@ def check_value(value: object, kind: str) -> str | None:
     if kind_of is float:
         if not math.isfinite(value):  # type: ignore[arg-type]
             return NOT_FINITE
-        if kind in (NUMBER, SCALAR):
-            return None
-        # An integer literal beyond 64 bits reaches us as a float (orjson): name it as such.
-        if kind == INT and value.is_integer() and not INT64_MIN <= value <= INT64_MAX:  # type: ignore[union-attr]
-            return NOT_INT64
-        return WRONG_TYPE
+        # An integer literal beyond 64 bits reaches us as a float (orjson), silently rounded: refuse every
+        # integral float beyond int64, whatever its field (a sender that needs such values sends strings).
+        # (-2**63 itself is refused too: -9223372036854775809 rounds to it.)
+        if value.is_integer() and not INT64_MIN < value <= INT64_MAX:  # type: ignore[union-attr,operator]
+            return NOT_INT64 if kind in (INT, NUMBER, SCALAR) else WRONG_TYPE
+        return None if kind in (NUMBER, SCALAR) else WRONG_TYPE
     if kind_of is str:
         if len(value) > MAX_STRING_CHARS:  # type: ignore[arg-type]
             return STRING_TOO_LONG
