@@ -10,12 +10,13 @@ clients (``RawHttp``), exactly as a stranger would.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -289,6 +290,18 @@ def check_error_contract(answer: Answer, *, head: bool = False) -> None:
 
 class LogCounter(logging.Handler):
     """Counts records of the servers' loggers by level, keeping the first few ERROR lines for the report."""
+
+    @classmethod
+    @contextlib.contextmanager
+    def on_root(cls) -> Iterator[LogCounter]:
+        """A counter attached to the root logger for the duration of the block."""
+        counter = cls()
+        root = logging.getLogger()
+        root.addHandler(counter)
+        try:
+            yield counter
+        finally:
+            root.removeHandler(counter)
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)

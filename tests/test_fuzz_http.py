@@ -93,11 +93,8 @@ def _ingest(servers: LiveServers, rows: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def log_counter() -> Iterator[LogCounter]:
-    counter = LogCounter()
-    root = logging.getLogger()
-    root.addHandler(counter)
-    yield counter
-    root.removeHandler(counter)
+    with LogCounter.on_root() as counter:
+        yield counter
 
 
 @pytest.fixture(scope="module")

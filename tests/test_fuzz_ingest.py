@@ -306,11 +306,8 @@ TERMINATORS = st.sampled_from([b"\n", b"\n", b"\n", b"\r\n"])
 
 @pytest.fixture(scope="module")
 def log_counter() -> Iterator[LogCounter]:
-    counter = LogCounter()
-    root = logging.getLogger()
-    root.addHandler(counter)
-    yield counter
-    root.removeHandler(counter)
+    with LogCounter.on_root() as counter:
+        yield counter
 
 
 @pytest.fixture(scope="module")
