@@ -352,8 +352,9 @@ def report(results: dict[str, Any]) -> str:
         f"{results['date']}. {common.machine_line(results['machine'], results['load_avg_at_end'])}",
         f"Command: `{results['command']}`; workflow `{config['workflow']}` plus peers "
         f"{', '.join(config['repeater_peers'])} of level-1 repeaters of {len(config['repeated_streams'])} leaf "
-        f"streams, {config['match']}, {feed_text(config['speedup'])}; every output stream recorded by one process "
-        "that picks publishers at random (producers or repeaters). Each process (repository, every peer) is an OS "
+        f"streams, {config['match']}, {feed_text(config['speedup'])}; every output stream recorded, by two processes "
+        "(the consumer takes the tight streams, the recorder all others) that pick publishers at random (producers "
+        "or repeaters). Each process (repository, every peer) is an OS "
         "process of its own.",
         "",
         f"Reference (undisturbed): {ref['sent']:,} rows fed in {ref['feed_s']:.1f} s, {ref['tuples']:,} tuples on "
