@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/pan bench query-delay --write docs/benchmarks.md
 	$(BIN)/pan bench distribution --write docs/benchmarks.md
 	$(BIN)/pan bench replay --per-worker --profile 20 --write docs/benchmarks.md
+	$(BIN)/pan bench chaos --write docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -72,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", type=Path, metavar="DIR", help="keep recordings and process logs in DIR")
     p.add_argument("--speedup", type=float, default=DEFAULT_SPEEDUP,
                    help=f"event-time factor of the feed; 0 = unpaced (default {DEFAULT_SPEEDUP:g}: real time)")
+    p.add_argument("--health-bound", type=float, default=parts.HEALTH_BOUND_S, metavar="S",
+                   help=f"every process must answer /health this soon after each fault "
+                   f"(default {parts.HEALTH_BOUND_S:g}; tests on a loaded machine pass a larger one)")
     query_delay.add_replay_arguments(p, f"20 s of match, split without Spark, {QUICK_FAULTS} faults per seed")
 
 
@@ -190,7 +193,9 @@ def fault_targets(cluster_workflow: Path, drop: bool) -> tuple[dict[str, list[st
     return targets, producers
 
 
-def checks(run: dict[str, Any], streams: dict[str, dict[str, int]], reference: dict[str, Any]) -> dict[str, bool]:
+def checks(
+    run: dict[str, Any], streams: dict[str, dict[str, int]], reference: dict[str, Any], health_bound_s: float
+) -> dict[str, bool]:
     """The acceptance checks of one disturbed run (and that its reference missed nothing)."""
     health = [v for fault in run["faults"] for v in fault["health_s"].values()]
     no_gap = [row for row in streams.values() if not row["reported"] and not row["resets"]]
@@ -199,7 +204,7 @@ def checks(run: dict[str, Any], streams: dict[str, dict[str, int]], reference: d
         "no_hang": run["hang"] is False and run["recorder_quiet"],
         "no_crash": not run["crashed"],
         "feed_complete": run["feed"].get("sent") == reference["feed"].get("sent") and not run["feed"].get("errors"),
-        "health_within_bound": all(v is not None and v <= parts.HEALTH_BOUND_S for v in health),
+        "health_within_bound": all(v is not None and v <= health_bound_s for v in health),
         "no_duplicate": all(row["duplicated"] == 0 for row in streams.values()),
         "no_changed_tuple": all(row["changed"] == 0 and row["extra"] == 0 for row in streams.values()),
         "no_unreported_loss": all(row["unreported"] == 0 and row["unexplained_jumps"] == 0 for row in streams.values()),
@@ -208,13 +213,13 @@ def checks(run: dict[str, Any], streams: dict[str, dict[str, int]], reference: d
 
 
 def seed_result(
-    seed: int, run: dict[str, Any], reference: dict[str, Any], ref_dir: Path, run_dir: Path
+    seed: int, run: dict[str, Any], reference: dict[str, Any], ref_dir: Path, run_dir: Path, health_bound_s: float
 ) -> dict[str, Any]:
     streams = parts.compare(ref_dir / "record", run_dir / "record", run["recorded"]) if run["recorded"] else {}
     health = [v for fault in run["faults"] for v in fault["health_s"].values()]
     return {
         "seed": seed,
-        "checks": checks(run, streams, reference) if streams else {"recorded": False},
+        "checks": checks(run, streams, reference, health_bound_s) if streams else {"recorded": False},
         "faults": run["faults"],
         "health_max_s": max((v for v in health if v is not None), default=None),
         "health_unanswered": sum(1 for v in health if v is None),
@@ -239,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
         work = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pan-chaos-")))
         work.mkdir(parents=True, exist_ok=True)
         results = measure(Path(args.workflow), query_delay.prepare_data(args, work), work, seeds, count,
-                          speedup=args.speedup, match=query_delay.match_text(args))
+                          speedup=args.speedup, match=query_delay.match_text(args), health_bound_s=args.health_bound)
     print(json.dumps(results, indent=1))
     if args.write:
         from benchmarks import plots
@@ -250,17 +255,18 @@ def run(args: argparse.Namespace) -> int:
 
 def measure(
     source: Path, data: Path, work: Path, seeds: list[int], count: int, *, speedup: float = DEFAULT_SPEEDUP,
-    match: str = "",
+    match: str = "", health_bound_s: float = parts.HEALTH_BOUND_S,
 ) -> dict[str, Any]:
     """The reference run, then one disturbed run per seed; the whole results object."""
     try:
-        return asyncio.run(_measure(source, data, work, seeds, count, speedup, match))
+        return asyncio.run(_measure(source, data, work, seeds, count, speedup, match, health_bound_s))
     finally:
         common.kill_leftovers()
 
 
 async def _measure(
-    source: Path, data: Path, work: Path, seeds: list[int], count: int, speedup: float, match: str
+    source: Path, data: Path, work: Path, seeds: list[int], count: int, speedup: float, match: str,
+    health_bound_s: float,
 ) -> dict[str, Any]:
     workflow = parts.chaos_workflow(source, work / "chaos-workflow.json")
     drop = parts.drop_supported()
@@ -271,7 +277,7 @@ async def _measure(
                    "faults_per_seed": count,
                    "repeated_streams": list(parts.DEFAULT_REPEATED), "repeater_peers": list(parts.REPEATER_PEERS),
                    "targets": targets, "drop": "ss -K" if drop else "unavailable (needs root and ss)",
-                   "health_bound_s": parts.HEALTH_BOUND_S, "producer_pause_s": list(parts.PRODUCER_PAUSE_S),
+                   "health_bound_s": health_bound_s, "producer_pause_s": list(parts.PRODUCER_PAUSE_S),
                    "other_pause_s": list(parts.OTHER_PAUSE_S), "restart_down_s": list(parts.RESTART_DOWN_S),
                    "stall_s": list(parts.STALL_S), "covering_buffer": parts.COVERING_BUFFER,
                    "tight_workers": list(parts.TIGHT_WORKERS), "tight_buffer": parts.TIGHT_BUFFER},
@@ -295,7 +301,7 @@ async def _measure(
         print(f"chaos: seed {seed}: {len(faults)} faults", file=sys.stderr, flush=True)
         run_dir = work / f"seed-{seed}"
         disturbed = await run_once(workflow, data, run_dir, faults, bound, speedup)
-        results["seeds"].append(seed_result(seed, disturbed, reference, work / "reference", run_dir))
+        results["seeds"].append(seed_result(seed, disturbed, reference, work / "reference", run_dir, health_bound_s))
     results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["passed"] = all(all(s["checks"].values()) for s in results["seeds"])
     return results

@@ -33,7 +33,7 @@ POINT_KEYS = {"clients", "delivered_per_s", "p50_ms", "p99_ms", "client_p99_wors
 def test_bench_group_lists_its_benchmarks() -> None:
     out = subprocess.run([sys.executable, "-m", "pan", "bench", "--help"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
-    for name in ("fanout", "redis", "network", "query-delay", "distribution", "replay"):
+    for name in ("fanout", "redis", "network", "query-delay", "distribution", "replay", "chaos"):
         assert name in out
 
 
