@@ -23,10 +23,7 @@ over, never a silent retry loop.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
-import re
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -37,17 +34,16 @@ import orjson
 import yarl
 
 from pan.local import DataFunction, LocalPublishers
-from pan.web import BadRequest, NotFound
+from pan.ratelimit import RateLimitedLog
+from pan.web import BadRequest, NotFound, is_host
 
 log = logging.getLogger(__name__)
 
 Reset = Literal["earliest", "latest"]
 LAGGING_FETCHES_BEFORE_SWITCH = 3  # empty long polls from a repeater behind our position
 WARNING_INTERVAL_S = 10.0  # at most one WARNING line of a kind per subscriber in this time; the rest are counted
-MAX_HOST_LENGTH = 253  # the longest DNS name
 Tuple = dict[str, Any]
 
-_DNS_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 _INDEX = itemgetter("i")
 
 
@@ -135,16 +131,8 @@ class Source:
 
 
 def is_valid_host(host: object) -> bool:
-    """An IP address (v4 or v6, no zone) or a DNS name: nothing that could carry a path, query or user."""
-    if not isinstance(host, str) or not 0 < len(host) <= MAX_HOST_LENGTH or "%" in host:
-        return False
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        pass
-    name = host[:-1] if host.endswith(".") else host
-    return all(_DNS_LABEL.fullmatch(label) for label in name.split("."))
+    """An IP address (v4 or v6, no zone) or a DNS name: the repository's rule (``pan.web.is_host``)."""
+    return isinstance(host, str) and is_host(host)
 
 
 def is_valid_port(port: object) -> bool:
@@ -174,28 +162,6 @@ def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
     if not is_valid_port(port):
         raise ValueError(f"port {port!r} is not an integer in 1..65535")
     return host, port
-
-
-class Throttle:
-    """Rate-limited warnings: at most one line per kind per ``interval_s``, with a count of the rest."""
-
-    def __init__(self, logger: logging.Logger, interval_s: float = WARNING_INTERVAL_S) -> None:
-        self.logger = logger
-        self.interval_s = interval_s
-        self._last: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
-
-    def warning(self, kind: str, message: str, *args: object) -> None:
-        now = time.monotonic()
-        last = self._last.get(kind)
-        if last is not None and now - last < self.interval_s:
-            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
-            return
-        self._last[kind] = now
-        suppressed = self._suppressed.pop(kind, 0)
-        if suppressed:
-            message += f" ({suppressed} more like it in the last {self.interval_s:g} s)"
-        self.logger.warning(message, *args)
 
 
 class StreamSubscriber:
@@ -248,7 +214,9 @@ class StreamSubscriber:
         #: ``batches()`` and iteration also yield ``{"gap": {"from": i, "to": j}}`` (first and last missed
         #: index) where tuples were missed, and ``{"reset": {...}}`` where the reset policy was applied.
         self.gap_markers = gaps
-        self._warn = Throttle(log)
+        # One rate limit per kind of trouble, so a flood of bad pages does not hide a bad repository answer.
+        self._bad_source_log = RateLimitedLog(log, burst=1, window_s=WARNING_INTERVAL_S)
+        self._bad_page_log = RateLimitedLog(log, burst=1, window_s=WARNING_INTERVAL_S)
 
     @property
     def source_is_local(self) -> bool:
@@ -442,8 +410,8 @@ class StreamSubscriber:
         except BadAnswer as exc:
             self.stats.errors += 1
             self.stats.bad_sources += 1
-            self._warn.warning(
-                "bad-source", "%s: repository %s:%d named an unusable publisher (%s); looking again",
+            self._bad_source_log.warning(
+                "%s: repository %s:%d named an unusable publisher (%s); looking again",
                 self.stream, host, port, exc,
             )
             return None
@@ -459,8 +427,8 @@ class StreamSubscriber:
     def _bad_page(self, source: Source, exc: BadAnswer) -> None:
         """A publisher's answer this client cannot use: report it (with the address), fail over."""
         self.stats.decode_errors += 1
-        self._warn.warning(
-            "bad-page", "%s: publisher %s sent a page that cannot be used at position %d (%s); failing over",
+        self._bad_page_log.warning(
+            "%s: publisher %s sent a page that cannot be used at position %d (%s); failing over",
             self.stream, source.endpoint, self.position, exc,
         )
         self._drop_source(f"bad page: {exc}")
