@@ -149,11 +149,11 @@ class Processes:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def pan(self, *args: str, log_name: str = "pan") -> subprocess.Popen[bytes]:
-        log = open(self.tmp / f"{log_name}-{len(self.procs)}.log", "wb")  # noqa: SIM115 (closed with the process)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pan", *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-            **shared_lifeline().spawn_options(),  # a killed pytest leaves no `pan` process behind
-        )
+        with open(self.tmp / f"{log_name}-{len(self.procs)}.log", "wb") as log:  # the child keeps its own copy
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pan", *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                **shared_lifeline().spawn_options(),  # a killed pytest leaves no `pan` process behind
+            )
         self.procs.append(proc)
         return proc
 

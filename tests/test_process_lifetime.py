@@ -45,11 +45,11 @@ class Spawned:
         self.seen: dict[int, psutil.Process] = {}  # every descendant we ever saw, killed at teardown if alive
 
     def pan(self, *args: str) -> subprocess.Popen[bytes]:
-        log = open(self.tmp / f"pan-{len(self.procs)}.log", "wb")  # noqa: SIM115 (closed with the process)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pan", *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-            start_new_session=True,
-        )
+        with open(self.tmp / f"pan-{len(self.procs)}.log", "wb") as log:  # the child keeps its own copy
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pan", *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                start_new_session=True,
+            )
         self.procs.append(proc)
         return proc
 
