@@ -2,7 +2,10 @@
 
 The full game is one set of workers; the 3-, 6-, 8- and 14-peer files only
 differ in which peer (OS process) each worker runs in, so results must be
-identical across them.  Run: `.venv/bin/python scripts/make_workflows.py`.
+identical across them.  Each full game also comes in ``max`` mode
+(``full_game_<n>_peers_max.json``): the same workers with clock-stream
+ordering (adaptive K-slack) instead of watermarks.
+Run: `.venv/bin/python scripts/make_workflows.py`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,23 @@ MS = 10**9  # ps
 #: slowest stream's progress (the watermark) orders exactly; K covers disorder inside a stream.
 ORDERING: dict[str, Any] = {"clock_mode": "watermark", "lambda": 1.0, "idle_timeout": 5.0}
 
+#: Max (clock-stream) mode: clk is the largest ts (or promise) of a unit's clock streams, K the learnt
+#: delay of the rest (docs/ordering.md, "Max mode in the full game"). Per component type, its clock
+#: streams: None = every input, where all inputs are of one kind or from one producer and so share
+#: their delays; a derived input is named alone where it is the slowest one, so the faster raw
+#: inputs wait for it without K having to learn its lag, and its producer's promises move clk on
+#: when it is sparse (BALLHITS) or quiet.
+MAX_CLOCKS: dict[str, list[str] | None] = {
+    "active_ball": None,  # the balls: one kind, one forwarder
+    "ball_hits": ["ACTIVEBALL"],  # players' sensors arrive before the derived ball
+    "player_possession": ["BALLHITS"],  # a hit comes after the ball rows around it
+    "shots": ["BALLHITS"],
+    "team_possession": None,  # every BP_<player> from one producer
+    "player_average": None,  # raw sensors of one kind, one forwarder
+    "running": None,  # player averages from one producer
+    "heatmap": None,
+}
+
 TEAM_A = [p for p in PLAYERS if p.startswith("A")]
 TEAM_B = [p for p in PLAYERS if p.startswith("B")]
 
@@ -29,10 +49,23 @@ def sensors(players: list[str]) -> list[str]:
     return [f"SENSOR{sid}" for p in players for sid in PLAYER_SENSORS[p]]
 
 
-def full_game_workers(min_k_ms: int = 0) -> list[dict[str, Any]]:
+def max_mode(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same workers with clock-stream ordering (``MAX_CLOCKS``) instead of watermarks."""
+    out = []
+    for worker in workers:
+        params = worker.get("params")
+        if params is not None and params.get("clock_mode") == "watermark":
+            clock = MAX_CLOCKS[worker["type"]]
+            params = {**params, "clock_mode": "max", **({"clock": clock} if clock else {})}
+            worker = {**worker, "params": params}
+        out.append(worker)
+    return out
+
+
+def full_game_workers(min_k_ms: int = 0, mode: str = "watermark") -> list[dict[str, Any]]:
     """(name, type, params, extra) of every worker of the full game, in start order."""
     ordering = {**ORDERING, "min_k": min_k_ms * MS}
-    return [
+    workers = [
         {"name": "Forwarder balls", "type": "forwarder",
          "inter_pan_inputs": [f"SENSOR{b}" for b in BALLS] + ["INTERRUPTIONS"], "buffer_size": 400_000},
         {"name": "Forwarder team A", "type": "forwarder", "inter_pan_inputs": sensors(TEAM_A), "buffer_size": 100_000},
@@ -52,6 +85,7 @@ def full_game_workers(min_k_ms: int = 0) -> list[dict[str, Any]]:
         {"name": "Heat maps team A", "type": "heatmap", "params": {**ordering, "players": TEAM_A}, "buffer_size": 120},
         {"name": "Heat maps team B", "type": "heatmap", "params": {**ordering, "players": TEAM_B}, "buffer_size": 120},
     ]
+    return max_mode(workers) if mode == "max" else workers
 
 
 #: worker name -> peer, per distribution. 14 peers = one worker per process.
@@ -99,11 +133,12 @@ def workflow(name: str, base_port: int, workers: list[dict[str, Any]]) -> dict[s
     return {"name": name, "repository": {"host": HOST, "port": base_port, "refresh_ms": 2000}, "workers": workers}
 
 
-def full_game(peers: int, base_port: int, min_k_ms: int = 0) -> dict[str, Any]:
-    workers = full_game_workers(min_k_ms)
+def full_game(peers: int, base_port: int, min_k_ms: int = 0, mode: str = "watermark") -> dict[str, Any]:
+    workers = full_game_workers(min_k_ms, mode)
     layout = DISTRIBUTIONS.get(peers) or [[w["name"]] for w in workers]
     assert sorted(name for names in layout for name in names) == sorted(w["name"] for w in workers), peers
-    return workflow(f"DEBS 2013 full game on {peers} peers", base_port, place(workers, layout, base_port))
+    title = f"DEBS 2013 full game on {peers} peers" + (", max (clock-stream) ordering" if mode == "max" else "")
+    return workflow(title, base_port, place(workers, layout, base_port))
 
 
 def heat_map_one_player(player: str, base_port: int) -> dict[str, Any]:
@@ -131,6 +166,8 @@ def forwarding(repeaters: int, base_port: int) -> dict[str, Any]:
 
 def main() -> None:
     files = {f"full_game_{p}_peers.json": full_game(p, 21000 + 1000 * n) for n, p in enumerate((3, 6, 8, 14))}
+    for n, p in enumerate((3, 6, 8, 14)):
+        files[f"full_game_{p}_peers_max.json"] = full_game(p, 31000 + 1000 * n, mode="max")
     files["heatmap_A2.json"] = heat_map_one_player("A2", 25000)
     for repeaters in (0, 1, 2):
         files[f"forwarding_{repeaters}_repeaters.json"] = forwarding(repeaters, 26000 + 1000 * repeaters)
