@@ -114,6 +114,20 @@ def test_shot_ends_at_the_next_hit_and_at_an_interruption() -> None:
     assert {r["shot"] for r in out} == {1}
 
 
+def test_kicks_while_play_is_interrupted_are_not_shots() -> None:
+    """A kick after the whistle flies into the goal (a shot by its path), but play is stopped (issue 11, fix 3)."""
+    whistle, restart = KO, KO + 3 * S
+    dead = flight(KO + S, (26.0, 20.0, 0.11), (0.0, 20.0, 0.0), 1.0)  # crosses the goal line after 0.7 s
+    live = flight(restart, (26.0, 20.0, 0.11), (0.0, 20.0, 0.0), 1.0)
+    interruption = [{"ts": whistle, "event": "begin"}, {"ts": restart, "event": "end"}]
+    out, comp = run([*interruption, hit(KO + S, "A8"), *dead, hit(restart, "A7"), *live])
+    assert {r["player"] for r in out} == {"A7"}  # only the restart kick, whose end comes first at equal ts
+    assert out[0]["ts"] == restart and comp.counters()["shots"] == 1
+    assert comp.counters()["hits_while_interrupted"] == 1
+    out, _ = run([*interruption, hit(KO + S, "A8"), *dead])
+    assert out == []
+
+
 def test_ids_increase_and_rate_can_be_thinned() -> None:
     first = flight(KO, (26.0, 20.0, 0.11), (0.0, 20.0, 0.0), 0.5)
     second = flight(KO + S, (26.0, 20.0, 0.11), (0.0, 20.0, 0.0), 1.0)

@@ -23,6 +23,12 @@ ball row).
   exit row is not part of the shot), is hit again, play is interrupted or the
   half ends. ``min_gap_ms`` > 0 thins this to the first row of each
   ``min_gap_ms`` bucket of event time (20 gives "up to 50 Hz").
+* **Interruptions.** While play is interrupted (from an INTERRUPTIONS ``begin``
+  to its ``end``) hits are not shots: a kick after the whistle neither starts
+  a shot nor ends one, exactly as possession ignores it
+  (workers/possession.py); such hits are counted as
+  ``hits_while_interrupted``. An ``end`` at the ts of the restart kick comes
+  first (input order), so the restart kick can be a shot.
 """
 
 from __future__ import annotations
@@ -128,8 +134,10 @@ class Shots(OrderedComponent):
         self.player = ""
         self.until = 0  # the running shot ends with its half
         self.last_bucket = -1
+        self.interrupted = False
         self.bad = 0
         self.hits = 0
+        self.ignored_hits = 0
         self.out: list[dict[str, Any]] = []
 
     def process(self, events: list[Tuple]) -> None:
@@ -140,6 +148,9 @@ class Shots(OrderedComponent):
                 elif "event" in ev:
                     if ev["event"] == "begin":
                         self.end_shot()
+                        self.interrupted = True
+                    elif ev["event"] == "end":
+                        self.interrupted = False
                 else:
                     self.on_ball(ev)
             except (KeyError, TypeError, ValueError, ZeroDivisionError):
@@ -156,6 +167,9 @@ class Shots(OrderedComponent):
     def on_hit(self, ts: int, player: str) -> None:
         if player not in debs.PLAYER_SENSORS or type(ts) is not int:
             self.bad += 1
+            return
+        if self.interrupted:
+            self.ignored_hits += 1
             return
         self.end_shot()
         self.hits += 1
@@ -208,4 +222,4 @@ class Shots(OrderedComponent):
 
     def counters(self) -> dict[str, Any]:
         return {**super().counters(), "shots": self.shot_id, "hits_seen": self.hits, "bad_tuples": self.bad,
-                "in_shot": self.current is not None}
+                "hits_while_interrupted": self.ignored_hits, "in_shot": self.current is not None}
