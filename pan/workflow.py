@@ -127,13 +127,29 @@ def load_workflow(path: str | Path) -> Workflow:
 
 def parse_workflow(data: object, source: str = "workflow") -> Workflow:
     problems: list[str] = []
-    workflow = _Parser(problems).workflow(data)
-    if workflow is not None and not problems:
-        _check_topology(workflow, problems)
+    parser = _Parser(problems)
+    workflow = parser.workflow(data)
+    # Cross-worker rules run on whatever could be read, so one run reports every
+    # class of problem (a duplicate port next to an unknown key, say).
+    _check_topology(parser.repository_port, parser.drafts, problems)
     if problems or workflow is None:
         raise WorkflowError(problems or ["empty workflow"], source)
     workflow.source = source
     return workflow
+
+
+@dataclass
+class _Draft:
+    """A worker as far as it could be read; topology checks use only the parts that were valid."""
+
+    where: str
+    spec: WorkerSpec
+    #: name, host and port read without problems (a missing value is None, not a guess)
+    name: str | None
+    host: str | None
+    port: int | None
+    #: inputs, outputs and params all valid: the worker's streams are known
+    streams_known: bool
 
 
 # --- field checks ---------------------------------------------------------------
@@ -148,6 +164,8 @@ def _type_name(value: object) -> str:
 class _Parser:
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
+        self.drafts: list[_Draft] = []
+        self.repository_port: tuple[str, int] | None = None
 
     def bad(self, where: str, message: str) -> None:
         self.problems.append(f"{where}: {message}")
@@ -211,9 +229,13 @@ class _Parser:
         host = self.string("repository", raw, "host", required=False, default="127.0.0.1")
         port = self.integer("repository", raw, "port", lo=1, hi=65535)
         refresh = self.integer("repository", raw, "refresh_ms", lo=50, hi=600_000)
-        return RepositorySpec(host, port or 8080, refresh or DEFAULT_REFRESH_MS)
+        spec = RepositorySpec(host, port or 8080, refresh or DEFAULT_REFRESH_MS)
+        if "port" not in raw or port is not None:  # a bad port is reported, not checked for clashes
+            self.repository_port = (spec.host, spec.port)
+        return spec
 
     def worker(self, position: int, raw: object) -> WorkerSpec | None:
+        """The worker's spec if it has no problem of its own; a draft of it goes to ``self.drafts``."""
         where = f"worker #{position}"
         if not isinstance(raw, dict):
             self.bad(where, f"must be an object, got {_type_name(raw)}")
@@ -222,12 +244,17 @@ class _Parser:
             where = f"worker '{raw['name']}'"
         before = len(self.problems)
         self.unknown_keys(where, raw, WORKER_KEYS)
+        mark = len(self.problems)
         name = self.string(where, raw, "name", required=True)
+        name_ok = len(self.problems) == mark
         type_name = self.string(where, raw, "type", required=True)
+        mark = len(self.problems)
         host = self.string(where, raw, "host", required=True)
+        host_ok = len(self.problems) == mark
         port = self.integer(where, raw, "port", lo=1, hi=65535, required=True)
         peer = self.string(where, raw, "peer", required=False, default=name)
         ingest_port = self.integer(where, raw, "ingest_port", lo=1, hi=65535)
+        mark = len(self.problems)
         inter_pan = self.string_list(where, raw, "inter_pan_inputs")
         if ("ingest_port" in raw) != bool(inter_pan):
             self.bad(where, "keys 'ingest_port' and 'inter_pan_inputs' must be given together")
@@ -238,20 +265,18 @@ class _Parser:
         if not isinstance(params, dict):
             self.bad(where, f"key 'params' must be an object, got {_type_name(params)}")
             params = {}
+        streams_ok = len(self.problems) == mark
         component = get_component_type(type_name) if type_name else None
         if type_name and component is None:
             from pan.component import component_types
 
             known = ", ".join(sorted(component_types()))
             self.bad(where, f"key 'type': unknown worker type '{type_name}' (known: {known})")
-        if len(self.problems) > before:
-            return None
-        assert port is not None and component is not None
         spec = WorkerSpec(
             name=name,
             type=type_name,
             host=host,
-            port=port,
+            port=port or 0,
             peer=peer,
             ingest_port=ingest_port,
             inter_pan_inputs=inter_pan,
@@ -260,33 +285,55 @@ class _Parser:
             buffer_bytes=buffer_bytes or DEFAULT_BUFFER_BYTES,
             params=params,
         )
-        for problem in component.check_params(spec):
-            self.bad(where, f"params.{problem}")
+        if component is not None and streams_ok:
+            # params are checked even when other keys are wrong: they are a class of problem too
+            mark = len(self.problems)
+            for problem in component.check_params(spec):
+                self.bad(where, f"params.{problem}")
+            streams_ok = len(self.problems) == mark
+        self.drafts.append(
+            _Draft(
+                where=where,
+                spec=spec,
+                name=name if name_ok else None,
+                host=host if host_ok else None,
+                port=port,
+                streams_known=component is not None and streams_ok,
+            )
+        )
         return None if len(self.problems) > before else spec
 
 
-def _check_topology(workflow: Workflow, problems: list[str]) -> None:
-    """Cross-worker rules: unique names and ports, every input has a producer."""
+def _check_topology(repository: tuple[str, int] | None, drafts: list[_Draft], problems: list[str]) -> None:
+    """Cross-worker rules: unique names and ports, one producer per stream, every input produced.
+
+    Runs on drafts, so a worker with a problem of its own still takes part with the
+    keys that were valid; a rule that needs a key a worker got wrong skips that worker.
+    """
     names: set[str] = set()
-    ports: dict[tuple[str, int], str] = {
-        (workflow.repository.host, workflow.repository.port): "the repository"
-    }
+    ports: dict[tuple[str, int], str] = {}
+    if repository is not None:
+        ports[repository] = "the repository"
     producers: dict[str, str] = {}
     peer_hosts: dict[str, str] = {}
-    for spec in workflow.workers:
-        where = f"worker '{spec.name}'"
-        if spec.name in names:
-            problems.append(f"{where}: key 'name': duplicate worker name")
-        names.add(spec.name)
-        for key, port in (("port", spec.port), ("ingest_port", spec.ingest_port)):
-            if port is None:
-                continue
-            owner = ports.setdefault((spec.host, port), f"worker '{spec.name}' ({key})")
-            if owner != f"worker '{spec.name}' ({key})":
-                problems.append(f"{where}: key '{key}': port {spec.host}:{port} already used by {owner}")
-        host = peer_hosts.setdefault(spec.peer, spec.host)
-        if host != spec.host:
-            problems.append(f"{where}: key 'peer': peer '{spec.peer}' is on host {host}, not {spec.host}")
+    for draft in drafts:
+        spec, where = draft.spec, draft.where
+        if draft.name is not None:
+            if draft.name in names:
+                problems.append(f"{where}: key 'name': duplicate worker name")
+            names.add(draft.name)
+        if draft.host is not None:
+            for key, port in (("port", draft.port), ("ingest_port", spec.ingest_port)):
+                if port is None:
+                    continue
+                owner = ports.setdefault((draft.host, port), f"{where} ({key})")
+                if owner != f"{where} ({key})":
+                    problems.append(f"{where}: key '{key}': port {draft.host}:{port} already used by {owner}")
+            host = peer_hosts.setdefault(spec.peer, draft.host)
+            if host != draft.host:
+                problems.append(f"{where}: key 'peer': peer '{spec.peer}' is on host {host}, not {draft.host}")
+        if not draft.streams_known:
+            continue
         component = get_component_type(spec.type)
         assert component is not None
         for stream in component.output_names(spec):
@@ -295,11 +342,25 @@ def _check_topology(workflow: Workflow, problems: list[str]) -> None:
             other = producers.setdefault(stream, spec.name)
             if other != spec.name:
                 problems.append(f"{where}: stream '{stream}' is already produced by worker '{other}'")
-    for spec in workflow.workers:
-        component = get_component_type(spec.type)
+    # A worker with problems of its own may still be the producer of a stream nobody else makes:
+    # its outputs are guessed from what could be read, and an unknown type could produce anything.
+    maybe: set[str] = set()
+    for draft in drafts:
+        if draft.streams_known:
+            continue
+        component = get_component_type(draft.spec.type)
+        try:
+            guessed = None if component is None else component.output_names(draft.spec)
+        except Exception:  # params with problems can break any component's naming
+            guessed = None
+        if guessed is None:
+            return  # every missing producer could be this worker: say nothing false
+        maybe.update(guessed)
+    for draft in drafts:
+        if not draft.streams_known:
+            continue
+        component = get_component_type(draft.spec.type)
         assert component is not None
-        for stream in component.input_names(spec):
-            if stream not in producers:
-                problems.append(
-                    f"worker '{spec.name}': key 'inputs': stream '{stream}' is produced by no worker"
-                )
+        for stream in component.input_names(draft.spec):
+            if stream not in producers and stream not in maybe:
+                problems.append(f"{draft.where}: key 'inputs': stream '{stream}' is produced by no worker")

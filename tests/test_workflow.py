@@ -151,6 +151,57 @@ def test_all_problems_are_reported_at_once(tmp_path: Path) -> None:
     assert len(caught.value.problems) == 2
 
 
+def test_every_class_of_problem_is_reported_in_one_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Field problems do not hide cross-worker ones: an unknown key and a duplicate port come together."""
+
+    def change(d: dict[str, Any]) -> None:
+        d["workers"][1].update(colour="red", port=51001)  # unknown key and a port the forwarder uses
+        d["workers"][0].update(buffer_size=0)  # a field problem on the other worker
+        d["workers"].append(
+            {
+                "name": "Repeater 1",  # a name used twice
+                "type": "repeater",
+                "host": "127.0.0.1",
+                "port": 51004,
+                "inputs": ["SENSOR4"],
+                "params": {"level": 0},  # refused by the component
+            }
+        )
+        d["workers"].append(
+            {"name": "Repeater 3", "type": "repeater", "host": "127.0.0.1", "port": 51005, "inputs": ["SENSOR99"]}
+        )
+
+    path = write(tmp_path, broken(change))
+    with pytest.raises(WorkflowError) as caught:
+        load_workflow(path)
+    problems = caught.value.problems
+    expected = [
+        "'buffer_size'",
+        "unknown key 'colour'",
+        "params.level",
+        "duplicate worker name",
+        "port 127.0.0.1:51001 already used by worker 'Forwarder 1'",
+        "'SENSOR99' is produced by no worker",
+    ]
+    for needle in expected:
+        assert sum(needle in p for p in problems) == 1, f"{needle!r} not reported once in {problems}"
+    assert len(problems) == len(expected), problems  # and nothing invented besides
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err
+    for needle in expected:
+        assert needle in err
+
+
+def test_a_key_with_a_problem_adds_no_false_topology_problems(tmp_path: Path) -> None:
+    """A worker whose type or inputs are unreadable says nothing about streams it might produce."""
+    data = broken(lambda d: (d["workers"][0].update(type="teleporter"), d["workers"][1].update(port="51001")))
+    with pytest.raises(WorkflowError) as caught:
+        load_workflow(write(tmp_path, data))
+    problems = caught.value.problems
+    assert len(problems) == 2, problems
+    assert "unknown worker type" in problems[0] and "'port'" in problems[1]
+
+
 def test_pan_validate_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(write(tmp_path, VALID))]) == 0
     assert "ok" in capsys.readouterr().out
