@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 
@@ -220,3 +221,71 @@ def test_possession_determinism_under_jitter() -> None:
         direct.process(ballgame.merge(*streams.values()))
         assert results[0] == results[1] == {name: output_tuples(direct, name) for name in direct.ctx.outputs}
         assert sum(len(v) for v in results[0].values()) > 100
+
+
+# --- a ball-data gap (issue 11, fix 2) ----------------------------------------------
+
+
+def test_possession_ends_when_the_ball_falls_silent_and_resumes_after_a_dropout() -> None:
+    """A 300 ms dropout (real sensors have 50-500 ms) keeps the possession; a 60 s silence ends it at the last row."""
+    dropout = (KO + 2 * S, KO + 2 * S + 300 * MS)
+    rows = [b for b in balls(KO, KO + 5 * S) if not dropout[0] <= b["ts"] < dropout[1]]
+    gap = (KO + 5 * S, KO + 65 * S)
+    beats = [{"ts": t, "event": "heartbeat"} for t in range(KO, KO + 70 * S, 10 * MS)]
+    comp = run("player_possession", [*beats, hit(KO, "A2"), *rows, *balls(gap[1], KO + 70 * S)])
+    out = output_tuples(comp, "BP_A2")
+    last_row = max(b["ts"] for b in rows)
+    assert out[-1]["time_ps"] == last_row - KO  # the dropout counts, the silence does not
+    assert max(t["time_ps"] for t in out) == out[-1]["time_ps"]
+    assert all(b["time_ps"] >= a["time_ps"] and b["ts"] >= a["ts"] for a, b in pairwise(out))
+    during = [t for t in out if dropout[0] < t["ts"] < dropout[1]]
+    assert during and all(t["time_ps"] <= dropout[0] - KO for t in during)  # stalls while nothing is heard ...
+    after = next(t for t in out if t["ts"] >= dropout[1])
+    assert after["time_ps"] == after["ts"] - KO  # ... and catches up when the ball is heard again
+    assert comp.counters()["holder"] is None
+
+
+def ball_gap_folder(source: Path, folder: Path, gap: tuple[int, int], end: int) -> None:
+    """``source``'s full-game up to ``end`` without any ball row in ``gap``; players keep moving."""
+    folder.mkdir()
+    ball_sids = {str(b) for b in debs.BALLS}
+    with (source / "full-game").open() as src, (folder / "full-game").open("w") as out:
+        for line in src:
+            sid, ts, _rest = line.split(",", 2)
+            t = int(ts)
+            if t >= end:
+                continue
+            if not (sid in ball_sids and gap[0] <= t < gap[1]):
+                out.write(line)
+
+
+def test_nobody_gains_possession_during_a_ball_data_gap(tmp_path: Path) -> None:
+    """60 s without ball rows in the first half, as in the real file: nobody's possession grows meanwhile."""
+    source = ballgame.generate(3, 2)
+    truth = [(p, int(a), int(b)) for p, a, b in ballgame.read_csv(source / "truth" / "possession.csv")]
+    # The gap starts 0.5 s into the first possession of the generator's truth that lasts at least 2 s.
+    start = next(a for _p, a, b in truth if b - a >= 2 * S and a >= KO + 5 * S)
+    gap = (start + 500 * MS, start + 500 * MS + 60 * S)
+    interruptions = [(int(a), int(b)) for a, b in ballgame.read_csv(source / "interruptions.csv")]
+    folder = tmp_path / "gap"
+    ball_gap_folder(source, folder, gap, gap[1] + 5 * S)
+    m = ballgame.run_pipeline(folder, interruptions)
+    ball_ts = m.active[:, 1]
+    silent_from = int(ball_ts[ball_ts < gap[0]].max())  # the last active-ball row before the gap
+    heard_again = int(ball_ts[ball_ts >= gap[1]].min())
+    assert heard_again - silent_from > 59 * S
+    held_then = [p for p in debs.PLAYERS if any(t["ts"] <= silent_from for t in m.outputs[f"BP_{p}"])
+                 and m.outputs[f"BP_{p}"][-1]["ts"] >= silent_from]
+    assert held_then, "someone must hold the ball when it falls silent"
+    for p in debs.PLAYERS:
+        out = m.outputs[f"BP_{p}"]
+        before = max((t["time_ps"] for t in out if t["ts"] <= silent_from), default=0)
+        until_back = max((t["time_ps"] for t in out if t["ts"] <= heard_again), default=0)
+        # At most what the last 20 ms bucket before the silence had not yet reported.
+        assert until_back - before <= 20 * MS, (p, (until_back - before) / S)
+    for team in debs.TEAMS:
+        out = m.outputs[f"BP_wholeGame_{team}"]
+        before = max((t["time_ps"] for t in out if t["ts"] <= silent_from), default=0)
+        assert max(t["time_ps"] for t in out if t["ts"] <= heard_again) - before <= 20 * MS
+    # Possession resumes with the next kick after the gap.
+    assert any(t["ts"] > heard_again for p in debs.PLAYERS for t in m.outputs[f"BP_{p}"])

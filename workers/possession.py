@@ -9,7 +9,18 @@ outputs:
   (a dribble is one possession); it ends the previous holder's.
 * Possession ends when another player hits the ball, at the active ball's exit
   row (the first ACTIVEBALL row outside the pitch), at an interruption
-  ``begin``, or at the end of the half it started in.
+  ``begin``, at the end of the half it started in, or when the active ball
+  has been silent for more than ``BALL_SILENCE_PS`` (1 s): no ACTIVEBALL row
+  (and no hit) for longer than that. The ball sends at 2000 Hz and real
+  sensor dropouts last 50-500 ms, so a dropout never ends a possession, while
+  a ball-data gap (the real file has none for the last ~159 s of the first
+  half) does.
+* Possession time counts only what the ball data shows: a possession ended
+  by silence is credited up to the ball's last row before the silence, never
+  into it; one ended by a hit, an exit row, an interruption or the half's end
+  is credited up to that moment. While a possession runs, its reported time
+  reaches the latest ball row (or hit), so it stalls during a dropout and
+  catches up when the ball is heard again; it never decreases.
 * While play is interrupted (between ``begin`` and ``end``), hits neither
   start possession nor count; they are counted in ``counters()`` instead.
 
@@ -20,7 +31,8 @@ that kick count.
 Outputs, "up to 50 Hz": event time is cut into 20 ms buckets; the first event
 of a new bucket is an emission point. ``BP_<player>`` is emitted there for the
 current holder (unless a hit already put out a value in that bucket), on
-every counted hit and when a possession ends.
+every counted hit and when a possession ends (at the moment it ends: the
+event's ts, the half's end, or the last ball row + 1 s for silence).
 ``BP_<window>_<team>`` is emitted there for every window and team whose value
 changed since its last emission; ``time_percent`` is the team's share of the
 window's possession time, 0.0 for both teams when nobody had the ball.
@@ -40,6 +52,8 @@ from workers import debs
 INPUTS = ["INTERRUPTIONS", "BALLHITS", "ACTIVEBALL"]
 BUCKET_PS = 20 * debs.PS_PER_MS
 NO_END = 1 << 62
+#: A possession ends when the active ball sends nothing for longer than this (ps).
+BALL_SILENCE_PS = debs.PS_PER_S
 
 
 def half_end(ts: int) -> int:
@@ -57,41 +71,59 @@ class Possession:
         self.holder: str | None = None
         self.since = 0
         self.until = NO_END
+        self.heard = 0  # ts of the latest ACTIVEBALL row or hit: the ball data reaches this far
         self.interrupted = False
         self.hits: dict[str, int] = dict.fromkeys(debs.PLAYERS, 0)
         self.closed: dict[str, int] = dict.fromkeys(debs.PLAYERS, 0)
         self.bad = 0
         self.ignored_hits = 0
-        self.closes: list[tuple[str, int, int]] = []  # finished possessions not yet taken by the caller
+        #: finished possessions not yet taken by the caller: (player, start, credited end, moment it ended)
+        self.closes: list[tuple[str, int, int, int]] = []
+
+    def credited_until(self) -> int:
+        """The running possession counts up to here: the latest ball data, never past the half's end."""
+        return min(self.until, self.heard)
 
     def time_of(self, player: str, ts: int) -> int:
         """Possession time of ``player`` up to ``ts``."""
         total = self.closed[player]
         if player == self.holder:
-            total += max(0, min(ts, self.until) - self.since)
+            total += max(0, min(ts, self.credited_until()) - self.since)
         return total
 
-    def close(self, ts: int) -> None:
+    def close(self, end: int, at: int) -> None:
+        """End the running possession at ``at``, credited up to ``end``."""
         holder = self.holder
         if holder is None:
             return
-        end = max(min(ts, self.until), self.since)
+        end = max(end, self.since)
         self.closed[holder] += end - self.since
-        self.closes.append((holder, self.since, end))
+        self.closes.append((holder, self.since, end, at))
         self.holder = None
+
+    def expire(self, ts: int) -> None:
+        """Before an event at ``ts``: end a possession whose half is over or whose ball went silent."""
+        if self.holder is None:
+            return
+        silent_at = self.heard + BALL_SILENCE_PS
+        if ts > self.until and self.until <= silent_at:
+            self.close(self.until, self.until)
+        elif ts > silent_at:
+            self.close(self.heard, silent_at)  # the silence itself is never credited
 
     def step(self, ev: Tuple) -> str | None:
         """Apply one input tuple; returns the player who hit, if a hit counted."""
         try:
             ts = ev["ts"]
-            if ts > self.until:
-                self.close(self.until)
+            if type(ts) is not int:
+                raise TypeError("ts must be an int")
+            self.expire(ts)
             if "player" in ev:
                 return self.hit(ts, ev["player"])
             if "event" in ev:
                 event = ev["event"]
                 if event == "begin":
-                    self.close(ts)
+                    self.close(ts, ts)
                     self.interrupted = True
                 elif event == "end":
                     self.interrupted = False
@@ -100,8 +132,10 @@ class Possession:
                 return None
             x, y = ev["x"], ev["y"]
             inside = debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX
+            if ts > self.heard:
+                self.heard = ts
             if self.holder is not None and not inside:
-                self.close(ts)
+                self.close(ts, ts)
         except (KeyError, TypeError):
             self.bad += 1
         return None
@@ -113,9 +147,10 @@ class Possession:
         if self.interrupted:
             self.ignored_hits += 1
             return None
+        self.heard = max(self.heard, ts)  # a hit is detected on a ball row of its ts
         self.hits[player] += 1
         if player != self.holder:
-            self.close(ts)
+            self.close(ts, ts)
             self.holder, self.since, self.until = player, ts, half_end(ts)
         return player
 
@@ -152,8 +187,8 @@ class PossessionComponent(OrderedComponent):
                 self.tick(ts)
         self.flush()
 
-    def closed(self, closes: list[tuple[str, int, int]]) -> None:
-        """Possessions that just ended."""
+    def closed(self, closes: list[tuple[str, int, int, int]]) -> None:
+        """Possessions that just ended: (player, start, credited end, moment it ended)."""
 
     def hit(self, ts: int, player: str) -> None:
         """A counted hit."""
@@ -191,9 +226,9 @@ class PlayerPossession(PossessionComponent):
             {"ts": ts, "player": player, "time_ps": state.time_of(player, ts), "hits": state.hits[player]}
         )
 
-    def closed(self, closes: list[tuple[str, int, int]]) -> None:
-        for player, _start, end in closes:
-            self.emit(end, player)
+    def closed(self, closes: list[tuple[str, int, int, int]]) -> None:
+        for player, _start, _end, at in closes:
+            self.emit(at, player)
 
     def hit(self, ts: int, player: str) -> None:
         self.emit(ts, player)
@@ -254,8 +289,8 @@ class TeamPossession(PossessionComponent):
         self.last: dict[tuple[str, str], tuple[int, float] | None] = dict.fromkeys(self.sums)
         self.pending: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in self.sums}
 
-    def closed(self, closes: list[tuple[str, int, int]]) -> None:
-        for player, start, end in closes:
+    def closed(self, closes: list[tuple[str, int, int, int]]) -> None:
+        for player, start, end, _at in closes:
             team = debs.team_of(player)
             for w in debs.WINDOWS:
                 self.sums[(w, team)].add(start, end)
@@ -269,7 +304,7 @@ class TeamPossession(PossessionComponent):
                 total = self.sums[(w, t)].value(ts)
                 if t == holder_team:
                     start = state.since if length is None else max(state.since, ts - length)
-                    total += max(0, min(ts, state.until) - start)
+                    total += max(0, min(ts, state.credited_until()) - start)
                 times[t] = total
             both = sum(times.values())
             for t, total in times.items():
