@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "distribution": "benchmarks.distribution",
     "replay": "benchmarks.replay_bench",
     "chaos": "benchmarks.chaos",
+    "ordering-modes": "benchmarks.ordering_modes",
 }
 
 
