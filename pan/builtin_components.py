@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from pan.component import Component, register
-from pan.ingest import INGEST_PARAMS, IngestServer, Row, encode_sensor_row, parse_ingest_params
+from pan.ingest import END_OF_STREAM, INGEST_PARAMS, IngestServer, Row, encode_sensor_row, parse_ingest_params
 from pan.streams import InputStream, OutputStream, encode
 from pan.workflow import WorkerSpec
 
@@ -44,11 +44,12 @@ class Forwarder(Component):
         await self.ingest.start()
 
     def _promised(self, promises: dict[str, int]) -> None:
-        """Senders' promises: no row of a stream older than its ts follows (END_OF_STREAM: none at all).
+        """Promises: no row of a stream older than its ts follows (END_OF_STREAM: none at all).
 
-        Passed downstream as the stream's watermark, so ordering units stop
-        waiting for a quiet, empty or finished sensor from the data itself
-        rather than after a wall-clock idle timeout.
+        They come from senders, or from the ingest server for a stream it
+        declared idle. Passed downstream as the stream's watermark (``wm``), so
+        ordering units go on past a quiet, empty or finished sensor without
+        ever looking at wall time themselves.
         """
         for stream, ts in promises.items():
             output = self.ctx.outputs[stream]
@@ -59,7 +60,8 @@ class Forwarder(Component):
     def _deliver(self, batches: dict[str, list[Row]]) -> None:
         for stream, rows in batches.items():
             output = self.ctx.outputs[stream]
-            output.meta.pop("wm", None)  # the stream goes on after all
+            if output.meta.get("wm") == END_OF_STREAM:
+                output.meta.pop("wm")  # the stream goes on after its end after all
             start = output.next_index
             output.extend_encoded(
                 [

@@ -10,12 +10,22 @@ poison a stream:
   and JSON rows into a ``SENSOR<key>`` stream have the CSV layout, other
   streams a declared schema or the generic one; refused rows are counted per
   reason and logged with a rate limit;
-- a promise must be an int64 and may not run ahead of the sender's own data
-  by more than ``promise_ahead_ms`` (the sender is the connection);
+- a promise must be an int64 and may not run ahead of the data by more than
+  ``promise_ahead_ms``; while a connection carries a stream's data, only it
+  may promise for that stream;
 - rows over ``max_row_bytes`` are refused, idle connections are closed, and
   each remote address may hold only so many connections at once.
 
 Everything valid is delivered in arrival order.
+
+A closed connection is not the end of its streams: a sensor that reconnects
+resumes them. The end is said explicitly, with a promise of ``END_OF_STREAM``.
+Idleness is decided here, at the edge, and nowhere downstream: a stream that
+sends nothing (no row, no promise) for ``idle_after_ms`` of wall time while
+other streams of this server go on is declared idle, and the server promises
+for it the slowest progress of its active streams (Flink's idle sources).
+Rows it sends afterwards resume it; those older than that promise are late
+downstream (and counted here as ``behind_promise``).
 """
 
 from __future__ import annotations
@@ -25,12 +35,14 @@ import contextlib
 import logging
 import re
 import struct
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from pan.ordering import END_OF_STREAM as ORDERING_END
 from pan.ordering import PS_PER_MS
 from pan.ratelimit import RateLimitedLog
 from pan.schema import (
@@ -61,8 +73,10 @@ _INT64_ROW = struct.Struct(f"{len(SENSOR_FIELDS)}q").pack
 MAX_LINE_BYTES = 64 * 1024  # longer lines are skipped while reading, before any parsing (``oversized``)
 READ_CHUNK = 256 * 1024
 
-#: A watermark beyond any ts: nothing more will come (a cleanly closed sensor connection, or a promise).
+#: A promise of this ts ends a stream: nothing more will come (``pan simulate`` sends it when a sensor's data
+#: is exhausted). Closing a connection does not end its streams.
 END_OF_STREAM = TS_LIMIT
+assert END_OF_STREAM == ORDERING_END
 #: The key of a promise line, ``{"stream": S, "ts": T, "promise": true}``: no row of S older than T
 #: follows. It carries no data; a sender uses it for a sensor that is quiet or has no data at all.
 PROMISE = "promise"
@@ -78,10 +92,18 @@ DEFAULT_PROMISE_AHEAD_MS = 10_000
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 #: Concurrent connections per remote address; `pan simulate` opens one per sensor (~45) per run.
 DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256
+#: A stream that sends nothing (no row, no promise) for this long while others go on is declared idle
+#: and promised for (0: never). Longer than a sensor's usual dropouts and a simulated outage.
+DEFAULT_IDLE_AFTER_MS = 5_000
 MAX_IDLE_TIMEOUT_S = 86_400.0
 MAX_PROMISE_AHEAD_MS = 10**9  # ~11 days of event time
+#: If the idle check itself runs this much later than planned, this process was not running (stopped,
+#: starved): it did not see the silence, so every stream's idle timer starts again.
+IDLE_CHECK_STALL_S = 0.5
 
-INGEST_PARAMS = ("max_row_bytes", "promise_ahead_ms", "idle_timeout_s", "max_connections_per_address", "schemas")
+INGEST_PARAMS = (
+    "max_row_bytes", "promise_ahead_ms", "idle_timeout_s", "max_connections_per_address", "schemas", "idle_after_ms",
+)
 
 # Reasons, beyond pan.schema's, in the ``rejected`` and ``promises_refused`` counters.
 ROW_TOO_LARGE = "row_too_large"
@@ -95,6 +117,7 @@ class IngestSettings:
     promise_ahead_ms: int = DEFAULT_PROMISE_AHEAD_MS
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
+    idle_after_ms: int = DEFAULT_IDLE_AFTER_MS
     #: Declared schemas by stream; other streams get the CSV layout (``SENSOR<key>``) or ``GENERIC``.
     schemas: Mapping[str, Schema] = field(default_factory=dict)
 
@@ -113,6 +136,7 @@ def parse_ingest_params(params: Mapping[str, Any], streams: list[str]) -> tuple[
     max_row = integer("max_row_bytes", DEFAULT_MAX_ROW_BYTES, 64, MAX_LINE_BYTES)
     ahead = integer("promise_ahead_ms", DEFAULT_PROMISE_AHEAD_MS, 0, MAX_PROMISE_AHEAD_MS)
     per_address = integer("max_connections_per_address", DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, 1, 1_000_000)
+    idle_after = integer("idle_after_ms", DEFAULT_IDLE_AFTER_MS, 0, int(MAX_IDLE_TIMEOUT_S * 1000))
     idle = params.get("idle_timeout_s", DEFAULT_IDLE_TIMEOUT_S)
     if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 < idle <= MAX_IDLE_TIMEOUT_S:
         problems.append(f"idle_timeout_s: must be a number of seconds in (0, {MAX_IDLE_TIMEOUT_S:.0f}], got {idle!r}")
@@ -132,7 +156,7 @@ def parse_ingest_params(params: Mapping[str, Any], streams: list[str]) -> tuple[
         problems += schema_problems
         if schema is not None:
             schemas[stream] = schema
-    return IngestSettings(max_row, ahead, float(idle), per_address, schemas), problems
+    return IngestSettings(max_row, ahead, float(idle), per_address, idle_after, schemas), problems
 
 
 def csv_key(stream: str) -> int | None:
@@ -158,7 +182,7 @@ class Promise:
 #: A parsed data line: the integer fields of a CSV row (or a JSON row of that layout), or a JSON object.
 Row = list[int] | dict[str, Any]
 Deliver = Callable[[dict[str, list[Row]]], None]
-#: Receives, per stream, the newest ts promised (END_OF_STREAM when a connection closed cleanly).
+#: Receives, per stream, the newest ts promised (END_OF_STREAM: the stream ended); the server's idle promises too.
 OnPromise = Callable[[dict[str, int]], None]
 
 _SENSOR_JSON = ("{" + ",".join(f'"{name}":%d' for name in ("i", *SENSOR_FIELDS)) + "}").encode()
@@ -185,6 +209,9 @@ class IngestCounters:
     truncated: int = 0
     oversized: int = 0  # lines over MAX_LINE_BYTES, skipped unread
     promises: int = 0  # accepted promise lines (no data): not in ``rows``
+    idle_declared: int = 0  # times a stream was declared idle (silent for idle_after_ms while others went on)
+    idle_promises: int = 0  # promises this server made for idle streams
+    behind_promise: int = 0  # rows older than a promise already made for their stream (late downstream)
     #: Well-formed rows that break their stream's schema or size limit, per reason.
     rejected: dict[str, int] = field(default_factory=dict)
     promises_refused: dict[str, int] = field(default_factory=dict)
@@ -202,6 +229,9 @@ class IngestCounters:
             "truncated": self.truncated,
             "oversized": self.oversized,
             "promises": self.promises,
+            "idle_declared": self.idle_declared,
+            "idle_promises": self.idle_promises,
+            "behind_promise": self.behind_promise,
             "rejected": dict(self.rejected),
             "promises_refused": dict(self.promises_refused),
             "per_stream": dict(self.per_stream),
@@ -302,20 +332,35 @@ class LineParser:
 
 @dataclass(eq=False)
 class Connection:
-    """One sender: what it carried, so that its promises and its clean close concern its own streams."""
+    """One sender: while it is open, only it may promise for the streams it carries data for."""
 
     address: str
-    #: The ts of the last row this connection sent, per stream it carried data for (senders send in ts order).
-    newest: dict[str, int] = field(default_factory=dict)
-    #: Streams it made an accepted promise for.
-    promised: set[str] = field(default_factory=set)
+    open: bool = True
+
+
+@dataclass(eq=False, slots=True)
+class StreamState:
+    """What the server knows of one input stream, over all connections."""
+
+    newest: int | None = None  # ts of the last row (senders send in ts order)
+    promised: int | None = None  # newest promise made for it (by its sender or by this server), below the end
+    ended: bool = False
+    heard: float = 0.0  # monotonic time of its last row or accepted promise
+    idle: bool = False
+    carrier: Connection | None = None  # the connection that last sent rows of it
+
+    @property
+    def progress(self) -> int | None:
+        if self.promised is None or (self.newest is not None and self.newest > self.promised):
+            return self.newest
+        return self.promised
 
 
 class IngestServer:
     """TCP listener that hands each received chunk's valid rows to ``deliver``, promises to ``on_promise``.
 
-    A connection closed cleanly promises the end of every stream it carried;
-    one closed for idling, or cut off, does not.
+    Closing a connection ends nothing. With ``on_promise``, streams silent for
+    ``idle_after_ms`` while others go on are declared idle and promised for.
     """
 
     def __init__(
@@ -339,13 +384,26 @@ class IngestServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self._per_address: dict[str, int] = {}
+        now = time.monotonic()
+        self.streams: dict[str, StreamState] = {name: StreamState(heard=now) for name in sorted(expected)}
+        self._frontier: int | None = None  # the newest row ts over all streams
+        self._idle_after_s = self.settings.idle_after_ms / 1000
+        self._all_quiet = True  # no stream heard within idle_after_ms: the next row restarts every timer
+        self._idle_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, self.host, self.port, reuse_address=True)
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
+        if self._idle_after_s > 0 and self._on_promise is not None:
+            self._idle_task = asyncio.create_task(self._watch_idle(), name="ingest idle streams")
 
     async def stop(self) -> None:
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._idle_task
+            self._idle_task = None
         if self._server is not None:
             self._server.close()
             for task in list(self._connections):
@@ -373,11 +431,13 @@ class IngestServer:
         self._per_address[address] = self._per_address.get(address, 0) + 1
         self.counters.connections += 1
         self.counters.open_connections += 1
+        conn = Connection(address)
         try:
-            await self._consume(reader, Connection(address))
+            await self._consume(reader, conn)
         except (ConnectionError, OSError) as exc:
             log.info("ingest: connection ended: %s", exc)
         finally:
+            conn.open = False  # its streams stay open: a reconnect resumes them
             self._connections.discard(task)
             self.counters.open_connections -= 1
             left = self._per_address.pop(address) - 1
@@ -388,7 +448,7 @@ class IngestServer:
                 await writer.wait_closed()
 
     async def _consume(self, reader: asyncio.StreamReader, conn: Connection) -> None:
-        """Read lines until EOF; a clean EOF ends the streams this connection carried, an idle timeout does not."""
+        """Read lines until EOF or an idle timeout; neither ends the streams this connection carried."""
         pending = b""
         skipping = False  # inside an oversized line: drop bytes up to the next newline
         while True:
@@ -408,9 +468,6 @@ class IngestServer:
                 if pending and not skipping:
                     self.counters.truncated += 1
                     self.problems.warning("ingest: connection closed mid-line: %r", pending[:200])
-                carried = conn.newest.keys() | conn.promised
-                if carried and self._on_promise is not None:
-                    self._on_promise(dict.fromkeys(carried, END_OF_STREAM))
                 return
             data = pending + chunk
             if skipping:
@@ -451,10 +508,25 @@ class IngestServer:
                 else:
                     rows.append(row)
         if batches:
-            newest, per_stream = conn.newest, self.counters.per_stream
+            per_stream, states, now = self.counters.per_stream, self.streams, time.monotonic()
+            if self._all_quiet:
+                self._restart_idle_timers(now)
             for stream, rows in batches.items():
                 last = rows[-1]
-                newest[stream] = last[_TS_COLUMN] if type(last) is list else last["ts"]  # type: ignore[call-overload]
+                newest = last[_TS_COLUMN] if type(last) is list else last["ts"]  # type: ignore[call-overload]
+                state = states[stream]
+                promised = state.promised
+                if promised is not None and (state.newest is None or state.newest < promised):
+                    behind = sum(1 for row in rows if _row_ts(row) < promised)
+                    if behind:
+                        self.counters.behind_promise += behind
+                        self.problems.warning(
+                            "ingest: %d rows of %s older than its promise %d (late downstream)",
+                            behind, stream, promised,
+                        )
+                state.newest, state.carrier, state.heard, state.idle, state.ended = newest, conn, now, False, False
+                if self._frontier is None or newest > self._frontier:
+                    self._frontier = newest
                 per_stream[stream] = per_stream.get(stream, 0) + len(rows)
                 self.counters.rows += len(rows)
             self._deliver(batches)
@@ -466,12 +538,20 @@ class IngestServer:
     def _accept_promises(self, promises: list[tuple[str, object]], conn: Connection) -> dict[str, int]:
         """The newest accepted promise per stream; each refused one is counted and logged."""
         accepted: dict[str, int] = {}
+        now = time.monotonic()
+        if self._all_quiet:
+            self._restart_idle_timers(now)
         for stream, ts in promises:
             reason = self._promise_problem(stream, ts, conn)
             if reason is None:
                 assert type(ts) is int
                 self.counters.promises += 1
-                conn.promised.add(stream)
+                state = self.streams[stream]
+                state.heard, state.idle = now, False
+                if ts >= END_OF_STREAM:
+                    state.ended = True
+                elif state.promised is None or ts > state.promised:
+                    state.promised = ts
                 accepted[stream] = max(ts, accepted.get(stream, ts))
             else:
                 _bump(self.counters.promises_refused, reason)
@@ -483,22 +563,93 @@ class IngestServer:
     def _promise_problem(self, stream: str, ts: object, conn: Connection) -> str | None:
         """Why a promise of ``ts`` for ``stream`` from ``conn`` is refused, or None.
 
-        The connection that carries a stream's data may promise up to its newest
-        ts + ``promise_ahead_ms``, or the end of the stream (it could as well close
-        cleanly). Nobody else may promise a stream that has data; a stream with no
-        data at all may be promised by anyone (a sender's "this sensor has no rows").
+        While a connection carries a stream's data (it sent its last rows and is
+        still open), nobody else may promise for it. Once it closed, any
+        connection may (a sensor that reconnects, or says "no more rows"). A
+        promise may run ahead of the newest row, of the stream or of any stream
+        of this server (a sensor silent for a while), by ``promise_ahead_ms``;
+        the end of a stream may always be promised. A server that has no row yet
+        takes any promise (a sender's "this sensor has no rows").
         """
         problem = check_value(ts, INT)
         if problem is not None:
             return problem
         if not 0 <= ts <= END_OF_STREAM:  # type: ignore[operator]
             return TS_OUT_OF_RANGE
-        newest = conn.newest.get(stream)
-        if newest is not None:
-            return None if ts == END_OF_STREAM or ts <= newest + self._promise_ahead else TOO_FAR_AHEAD  # type: ignore[operator]
-        if self.counters.per_stream.get(stream):
+        state = self.streams[stream]
+        carrier = state.carrier
+        if carrier is not None and carrier is not conn and carrier.open:
             return NOT_SENDER
-        return None
+        if ts == END_OF_STREAM or self._frontier is None:
+            return None
+        reference = self._frontier if state.newest is None else max(state.newest, self._frontier)
+        return None if ts <= reference + self._promise_ahead else TOO_FAR_AHEAD  # type: ignore[operator]
+
+    # --- idleness at the edge ---------------------------------------------------------
+
+    def _restart_idle_timers(self, now: float) -> None:
+        """Every stream gets a fresh ``idle_after_ms``: after a pause of everyone, or a stall of this process."""
+        for state in self.streams.values():
+            state.heard = max(state.heard, now)
+        self._all_quiet = False
+
+    async def _watch_idle(self) -> None:
+        period = min(self._idle_after_s / 4, 0.25)
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            if now - last > period + IDLE_CHECK_STALL_S:
+                self._restart_idle_timers(now)  # this process was not running: it saw no silence
+            else:
+                self.check_idle(now)
+            last = now
+
+    def check_idle(self, now: float) -> dict[str, int]:
+        """Declare streams silent for ``idle_after_ms`` idle and promise for them; returns the promises made.
+
+        The promise is the smallest progress (newest row or promise) of the
+        streams still active, so an idle stream holds nobody back and takes
+        nobody's rows over; with no active stream nothing is promised (a pause
+        of everyone, e.g. a half-time break, is not idleness). Ended streams
+        are neither.
+        """
+        limit = now - self._idle_after_s
+        active: list[int | None] = []
+        idle: list[tuple[str, StreamState]] = []
+        for name, state in self.streams.items():
+            if state.ended:
+                continue
+            if state.heard > limit:
+                active.append(state.progress)
+            else:
+                idle.append((name, state))
+                if not state.idle:
+                    state.idle = True
+                    self.counters.idle_declared += 1
+                    log.info("ingest: %s silent for %.1f s: idle", name, self._idle_after_s)
+        if not active:
+            self._all_quiet = True
+            return {}
+        progress = [p for p in active if p is not None]
+        if len(progress) < len(active) or not idle:
+            return {}  # an active stream of unknown progress: nothing can be promised yet
+        promise = min(progress)
+        made: dict[str, int] = {}
+        for name, state in idle:
+            current = state.progress
+            if current is None or promise > current:
+                state.promised = promise
+                made[name] = promise
+        if made:
+            self.counters.idle_promises += len(made)
+            assert self._on_promise is not None
+            self._on_promise(made)
+        return made
+
+
+def _row_ts(row: Row) -> int:
+    return row[_TS_COLUMN] if type(row) is list else row["ts"]  # type: ignore[call-overload,no-any-return]
 
 
 async def send_lines(host: str, port: int, lines: list[bytes], *, timeout_s: float = 10.0) -> None:

@@ -2,13 +2,14 @@
 
 ``OrderedComponent`` feeds every input's new tuples into the component's
 ``OrderingUnit``, calls ``process`` with what the unit releases, routes late
-events by the configured policy, ticks the unit so quiet clock streams cannot
-stall it, applies upstream K notices read from each input's ``/data`` meta and
-publishes its own K in the meta of every output.
+events by the configured policy, passes each input's upstream promise (``wm``
+in its ``/data`` meta) and K notices to the unit, and publishes its own K and
+watermark in the meta of every output. Nothing here decides on wall time: a
+slow input is waited for, a quiet one is covered by its producer's promises.
 
 The ordering settings sit at the top level of a worker's ``params``
 (``clock``, ``lambda``, ``initial_k``, ``max_k``, ``late_policy``, ``window``,
-``idle_timeout``, ``fallback``, ``notices``; see docs/ordering.md), next to
+``fallback``, ``notices``, ``clock_mode``, ``min_k``; see docs/ordering.md), next to
 ``delay_profile`` (initial K from ``pan stats delays``) and ``arrival_log``
 (record arrivals for that job).
 """
@@ -24,7 +25,9 @@ from typing import IO, Any, ClassVar
 
 from pan.component import Component, ComponentContext, register
 from pan.ordering import (
+    END_OF_STREAM,
     PARAM_KEYS,
+    REMOVED_KEYS,
     OrderingSettings,
     OrderingUnit,
     Released,
@@ -35,7 +38,7 @@ from pan.streams import Tuple
 from pan.workflow import WorkerSpec
 
 READ_BATCH = 2000
-TICK_S = 0.1
+RECHECK_S = 0.1  # every input is looked at this often even without a wake-up (a safety net, no decision)
 META_INTERVAL_S = 0.005  # outputs' meta (K, clk, wm) is refreshed at most this often, unless K grew
 ORDERING_KEYS = (*PARAM_KEYS, "delay_profile", "arrival_log")
 ARRIVAL_LOG_HEADER = "arrival_ns,stream,ts\n"
@@ -73,9 +76,9 @@ class OrderedComponent(Component):
     @classmethod
     def check_params(cls, spec: WorkerSpec) -> list[str]:
         params = spec.params
-        ordering = {k: v for k, v in params.items() if k in PARAM_KEYS}
+        ordering = {k: v for k, v in params.items() if k in PARAM_KEYS or k in REMOVED_KEYS}
         problems = validate_ordering_params(ordering, cls.input_names(spec))
-        own = {k: v for k, v in params.items() if k not in ORDERING_KEYS}
+        own = {k: v for k, v in params.items() if k not in ORDERING_KEYS and k not in REMOVED_KEYS}
         allowed = ", ".join((*cls.own_params, *ORDERING_KEYS))
         problems += [f"{k}: unknown key (allowed: {allowed})" for k in own if k not in cls.own_params]
         for key in ("delay_profile", "arrival_log"):
@@ -130,12 +133,13 @@ class OrderedComponent(Component):
     async def run(self) -> None:
         positions = {name: -1 for name in self.ctx.inputs}
         generations = {name: stream.generation for name, stream in self.ctx.inputs.items()}
-        next_tick = time.monotonic()
+        next_check = time.monotonic()
         while True:
             self._wake.clear()
             # Only inputs that changed since the last round: a worker may have dozens of inputs
             # and be woken thousands of times a second, each time by one of them.
             dirty, self._dirty = self._dirty, {}
+            caught_up = []
             for name in dirty:
                 stream = self.ctx.inputs[name]
                 upstream_k = stream.meta.get("k")
@@ -157,26 +161,25 @@ class OrderedComponent(Component):
                     if len(page.items) == READ_BATCH:
                         self._mark_dirty(name)  # there is more; read it next round, after yielding
                         continue
-                # All received input is in the unit; the producer may promise that nothing older will come.
+                caught_up.append(name)
+            # A producer's promise covers what it had published when it made it: apply it only once all
+            # of that is in the unit (a slow pull is waited for, never overtaken), and after this round's
+            # data of every input, so that a promise does not release what another input just brought.
+            for name in caught_up:
+                stream = self.ctx.inputs[name]
                 upstream_wm = stream.meta.get("wm")
-                if isinstance(upstream_wm, int) and not stream.behind:
+                if isinstance(upstream_wm, int) and not stream.behind and positions[name] >= stream.buffer.last:
                     self._handle(self.unit.promise(name, upstream_wm))
             now = time.monotonic()
-            if now >= next_tick:
-                # Inputs still catching up with their publisher are slow, not quiet; so are inputs whose
-                # producer is an ordering unit that has not released anything yet (no "wm" so far).
-                busy = [
-                    name
-                    for name, stream in self.ctx.inputs.items()
-                    if stream.behind or ("k" in stream.meta and stream.meta.get("wm") is None)
-                ]
-                self._handle(self.unit.tick(now, busy))
-                next_tick = now + TICK_S
-                for name in self.ctx.inputs:  # a safety net: every input is looked at on each tick
+            if now >= next_check:
+                next_check = now + RECHECK_S
+                if now - self._meta_at >= RECHECK_S:
+                    self._publish_meta(force=True)  # the last release's watermark (or the end) must go out too
+                for name in self.ctx.inputs:  # a safety net: every input is looked at now and then
                     self._dirty.setdefault(name)
             if not self._dirty:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(max(0.0, next_tick - now)):
+                    async with asyncio.timeout(max(0.0, next_check - now)):
                         await self._wake.wait()
             else:
                 await asyncio.sleep(0)  # let the pull tasks and HTTP handlers run
@@ -205,15 +208,22 @@ class OrderedComponent(Component):
             self.process(released.events)
         if released.late and self.late_output is not None:
             self.late_output.extend(released.late)
+        self._publish_meta()
+
+    def _publish_meta(self, force: bool = False) -> None:
+        """K, clk and the watermark into every output's meta (at most every META_INTERVAL_S unless K grew)."""
         now = time.monotonic()
         k_grew = self.unit.k > self._published_k
-        if not k_grew and now - self._meta_at < META_INTERVAL_S:
+        if not force and not k_grew and now - self._meta_at < META_INTERVAL_S:
             return  # many outputs x many releases: refreshing meta every time costs more than the work
         self._meta_at, self._published_k = now, self.unit.k
         meta = self.unit.meta()
         limit = self.unit.release_limit
+        ended = self.unit.ended  # every input ended and everything is processed: so do the outputs
         for name, output in self.ctx.outputs.items():
-            if limit is not None:
+            if ended:
+                meta["wm"] = END_OF_STREAM
+            elif limit is not None:
                 meta["wm"] = self.watermark(name, limit)
             output.update_meta(meta)
 

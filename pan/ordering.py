@@ -3,7 +3,9 @@
 A unit merges a component's input streams into one stream sorted by ``ts``.
 It holds every event until ``ts + K <= clk``, where ``clk`` is moved only by
 designated clock streams and K is learnt from the delays the unit observes.
-Everything here is pure computation; wall time enters only through ``tick``.
+Everything here is pure computation: no wall time at all. A quiet input is
+covered by its producer's promises (the forwarder declares idle sensors at the
+edge), and the end of an input is a promise of ``END_OF_STREAM``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 
 PS_PER_MS = 10**9
 PS_PER_S = 10**12
+#: A promise of this ts (or beyond) ends a stream: nothing more will come (``pan.ingest.END_OF_STREAM``).
+END_OF_STREAM = 2**62
 
 #: Upper bounds (ps) of the delay histogram buckets; a final +Inf bucket is implied.
 DELAY_BUCKETS_PS: tuple[int, ...] = (
@@ -35,9 +39,15 @@ CLOCK_MODES = ("max", "watermark")
 
 #: Workflow ``params`` keys understood by ``OrderingSettings.from_params``.
 PARAM_KEYS = (
-    "clock", "lambda", "initial_k", "max_k", "late_policy", "window", "idle_timeout", "fallback", "notices",
+    "clock", "lambda", "initial_k", "max_k", "late_policy", "window", "fallback", "notices",
     "clock_mode", "min_k",
 )
+#: Keys that existed once and are refused with an explanation (``validate_ordering_params``).
+REMOVED_KEYS = {
+    "idle_timeout": "removed: ordering units no longer decide on wall time; the forwarder declares a quiet "
+    "sensor idle (its idle_after_ms param) and promises for it, and the end of a stream is an explicit "
+    "end promise (docs/ordering.md); delete the key",
+}
 
 _NO_KEY = (-math.inf, -1)
 
@@ -72,11 +82,11 @@ def _is_number(v: Any) -> bool:
 
 @dataclass(frozen=True)
 class OrderingSettings:
-    """Per-component settings; times in ps except ``idle_timeout`` (wall seconds).
+    """Per-component settings; times in ps.
 
     ``clock=None`` means every input stream is a clock stream (clk = largest ts
-    seen on any input), ``fallback=None`` means every input may stand in for
-    quiet clock streams. See docs/ordering.md for why these defaults.
+    seen on any input), ``fallback=None`` means every input may drive clk once
+    every clock stream has ended. See docs/ordering.md for why these defaults.
     """
 
     clock: tuple[str, ...] | None = None
@@ -85,7 +95,6 @@ class OrderingSettings:
     max_k: int = 10 * PS_PER_S
     late_policy: str = "side"
     window: int = 10_000
-    idle_timeout: float = 2.0
     fallback: tuple[str, ...] | None = None
     notices: bool = True
     clock_mode: str = "max"
@@ -123,8 +132,6 @@ class OrderingSettings:
             problems.append(f"late_policy: must be one of {', '.join(LATE_POLICIES)}, got {self.late_policy!r}")
         if not _is_int(self.window) or self.window < 2:
             problems.append(f"window: must be an integer >= 2 (measurements), got {self.window!r}")
-        if not _is_number(self.idle_timeout) or self.idle_timeout <= 0:
-            problems.append(f"idle_timeout: must be a number > 0 (seconds), got {self.idle_timeout!r}")
         if not isinstance(self.notices, bool):
             problems.append(f"notices: must be true or false, got {self.notices!r}")
         return problems
@@ -179,7 +186,8 @@ def validate_ordering_params(params: Mapping[str, Any] | None, streams: Sequence
         return []
     if not isinstance(params, Mapping):
         return [f"ordering params must be an object, got {type(params).__name__}"]
-    problems = [f"unknown key {k!r}" for k in params if k not in PARAM_KEYS]
+    problems = [f"{k}: {REMOVED_KEYS[k]}" for k in params if k in REMOVED_KEYS]
+    problems += [f"unknown key {k!r}" for k in params if k not in PARAM_KEYS and k not in REMOVED_KEYS]
     for key in ("clock", "fallback"):
         v = params.get(key)
         if v is not None and not (isinstance(v, list | tuple) and all(isinstance(s, str) for s in v)):
@@ -352,17 +360,15 @@ class OrderingUnit:
         self.settings = settings
         self.streams: tuple[str, ...] = tuple(streams)
         self._pos = {s: i for i, s in enumerate(streams)}
-        clock = set(settings.clock or streams)
-        fallback = set(settings.fallback or streams)
-        self._is_clock = [s in clock for s in streams]
-        self._fallback_pos = [i for i, s in enumerate(streams) if s in fallback]
+        self._clock_set = set(settings.clock or streams)
+        self._fallback_set = set(settings.fallback or streams)
+        self._is_clock = [s in self._clock_set for s in streams]
         self._deliver = settings.late_policy == "deliver"
         self._watermark = settings.clock_mode == "watermark"
-        # Watermark mode: per-stream activity, so quiet streams stop holding the watermark back.
-        self._idle = [False] * len(streams)
-        self._stream_pushed = [0] * len(streams)
-        self._stream_seen = [0] * len(streams)
-        self._stream_wall: list[float | None] = [None] * len(streams)
+        # Promises (below END_OF_STREAM) per stream, apart from the data seen: a promise says how far the
+        # stream has progressed, never how late its events are, so it is not a delay reference.
+        self._promised: list[int | None] = [None] * len(streams)
+        self._ended = [False] * len(streams)
 
         self._bts: list[list[int]] = [[] for _ in streams]
         self._bev: list[list[dict]] = [[] for _ in streams]
@@ -374,7 +380,8 @@ class OrderingUnit:
         self._clk: int | None = None
         self._k = min(max(settings.initial_k, settings.min_k), settings.max_k)
         self._win = _DelayWindow(settings.window, len(streams))
-        self._pending: list[tuple[int, list[int]]] = []
+        # Non-clock batches waiting for their delay measurement: (stream position, ts, clk when they came).
+        self._pending: list[tuple[int, list[int], int | None]] = []
         self._pending_n = 0
         self._rel_key: tuple[float, int] = _NO_KEY
         self._max_ts: list[int | None] = [None] * len(streams)
@@ -390,14 +397,9 @@ class OrderingUnit:
         self._k_increases = 0
         self._unmeasured = 0
         self._clock_advances = 0
-        self._fallback_advances = 0
-        self._idle_flushes = 0
+        self._promise_advances = 0
+        self._end_flushes = 0
         self._notices_applied = 0
-
-        self._clock_wall: float | None = None
-        self._input_wall: float | None = None
-        self._seen_advances = 0
-        self._seen_pushed = 0
 
     # ------------------------------------------------------------------ state
 
@@ -467,13 +469,16 @@ class OrderingUnit:
         old = self._max_ts[pos]
         if old is None or hi > old:
             self._max_ts[pos] = hi
+        if self._ended[pos]:  # the stream goes on after its end after all
+            self._ended[pos] = False
+            self._refresh_clock()
         if self._watermark:
             return self._push_watermark(pos, tss, old, in_order)
 
         if not self._is_clock[pos]:
             # Delay of a non-clock event = clk after the next clock event - ts (seed 001 §II-E).
             if self._pending_n < self.settings.window:
-                self._pending.append((pos, tss))
+                self._pending.append((pos, tss, self._clk))
                 self._pending_n += m
             else:
                 self._unmeasured += m
@@ -516,8 +521,6 @@ class OrderingUnit:
         on how fast each stream happens to be delivered, which keeps output
         identical from run to run.
         """
-        self._stream_pushed[pos] += len(tss)
-        self._idle[pos] = False
         running = old_max if old_max is not None else tss[0]
         if in_order and tss[0] >= running:
             self._record_zeros(len(tss))
@@ -538,55 +541,104 @@ class OrderingUnit:
     def promise(self, stream: str, ts: int) -> Released:
         """The producer of ``stream`` guarantees nothing older than ``ts`` will follow.
 
-        Lets a sparse stream (a few events a minute) move the watermark without
-        events of its own; ignored in max mode, where quiet streams do not block.
+        A promise is progress, never a delay measurement: it moves the watermark
+        (watermark mode) or, on a clock stream, clk (max mode), so a quiet or
+        sparse stream does not hold the unit back. ``ts >= END_OF_STREAM`` ends
+        the stream: it stops counting, and once every input has ended everything
+        buffered is released. Events that still come for a stream are handled as
+        usual (older than what was released: late, and counted).
         """
         pos = self._pos.get(stream)
         if pos is None:
             raise ValueError(f"unknown input stream {stream!r}")
-        if not self._watermark:
-            return Released()
-        current = self._max_ts[pos]
+        if not _is_int(ts):
+            raise ValueError(f"{stream}: a promise must be integer picoseconds, got {ts!r}")
+        if ts >= END_OF_STREAM:
+            if self._ended[pos]:
+                return Released()
+            self._ended[pos] = True
+            if self.ended:
+                self._end_flushes += 1
+                return self._release(everything=True)
+            self._refresh_clock()
+            return self._advance_watermark() if self._watermark else self._advance_clock()
+        current = self._promised[pos]
         if current is not None and ts <= current:
             return Released()
-        self._max_ts[pos] = ts
-        self._stream_pushed[pos] += 1  # a promise is a sign of life, like an event
-        self._idle[pos] = False
-        return self._advance_watermark()
+        self._promised[pos] = ts
+        if self._watermark:
+            return self._advance_watermark()
+        if self._is_clock[pos] and not self._ended[pos]:
+            return self._advance_clock()
+        return Released()
+
+    @property
+    def ended(self) -> bool:
+        """Every input has promised its end (and sent nothing since)."""
+        return all(self._ended)
 
     @property
     def release_limit(self) -> int | None:
-        """Every event with ts up to this value has been released (None before the first clock)."""
+        """Every event with ts up to this value has been released (None before the first clock).
+
+        ``END_OF_STREAM`` once every input has ended.
+        """
+        if self.ended:
+            return END_OF_STREAM
         if self._clk is None:
             return None
         return self._clk - self._k - self._watermark
 
+    def _progress(self, pos: int) -> int | None:
+        """How far a stream is known to have come: its largest ts or promise."""
+        seen, promised = self._max_ts[pos], self._promised[pos]
+        if promised is None:
+            return seen
+        return promised if seen is None or promised > seen else seen
+
+    def _refresh_clock(self) -> None:
+        """Max mode: the clock streams still running; once all have ended, the fallback streams take over."""
+        if self._watermark:
+            return
+        names = self.streams
+        live = [s in self._clock_set and not e for s, e in zip(names, self._ended, strict=True)]
+        if not any(live):
+            live = [s in self._fallback_set and not e for s, e in zip(names, self._ended, strict=True)]
+        if live != self._is_clock:
+            self._is_clock = live
+            # Waiting measurements may now belong to a clock stream: they are not measured.
+            self._unmeasured += self._pending_n
+            self._pending.clear()
+            self._pending_n = 0
+
+    def _advance_clock(self) -> Released:
+        """Max mode: clk = the largest progress (ts or promise) of a running clock stream."""
+        progress = [t for i, c in enumerate(self._is_clock) if c and (t := self._progress(i)) is not None]
+        if not progress or (self._clk is not None and max(progress) <= self._clk):
+            return Released()
+        self._clk = max(progress)
+        self._clock_advances += 1
+        self._promise_advances += 1
+        # A promise says how far a stream has come, not when (an idle promise comes idle_after_ms late
+        # by design): events waiting for their measurement are measured against the clk they found
+        # when they came, which is exactly how far behind they were, the delay K must cover.
+        if self._pending:
+            self._measure_pending(None)
+            self._update_k()
+        return self._release()
+
     def _advance_watermark(self) -> Released:
-        """Move clk to the minimum progress over streams that are not idle (unseen ones block)."""
-        progress = [t for t, idle in zip(self._max_ts, self._idle, strict=True) if not idle]
-        if not progress or None in progress:
+        """Move clk to the minimum progress over streams that have not ended (unseen ones block)."""
+        if self.ended:
+            return self._release(everything=True)
+        progress = [self._progress(i) for i, e in enumerate(self._ended) if not e]
+        if None in progress:
             return Released()
         watermark = min(progress)  # type: ignore[type-var]
         if self._clk is None or watermark > self._clk:
             self._clk = watermark
             self._clock_advances += 1
         return self._release()
-
-    def _tick_watermark(self, wall_now: float) -> Released:
-        """Streams silent for ``idle_timeout`` (or never heard of) stop counting for the watermark."""
-        changed = False
-        for pos in range(len(self.streams)):
-            if self._max_ts[pos] is None and not self._pushed:
-                continue  # nothing arrived anywhere yet: no stream can be told quiet
-            if self._stream_wall[pos] is None or self._stream_pushed[pos] != self._stream_seen[pos]:
-                self._stream_seen[pos], self._stream_wall[pos] = self._stream_pushed[pos], wall_now
-            elif not self._idle[pos] and wall_now - self._stream_wall[pos] >= self.settings.idle_timeout:  # type: ignore[operator]
-                self._idle[pos] = True
-                changed = True
-        if changed:
-            self._fallback_advances += 1
-            return self._advance_watermark()
-        return Released()
 
     def notice_upstream_k(self, stream: str, k_upstream: int) -> bool:
         """React to the K an upstream producer of ``stream`` reports in its ``/data`` meta.
@@ -619,48 +671,6 @@ class OrderingUnit:
         self._update_k()
         return self._k > old
 
-    def tick(self, wall_now: float, busy: Sequence[str] = ()) -> Released:
-        """Keep quiet clock streams from stalling the unit; call every so often with wall time.
-
-        After ``idle_timeout`` s without a clock advance, clk jumps to the largest ts
-        seen on the fallback streams. After ``idle_timeout`` s without any input at
-        all, everything buffered is flushed. The first call only starts the timers.
-        ``busy`` names inputs known to have data on the way (their publisher is
-        ahead of what arrived): they count as active, so a slow stream is never
-        mistaken for a quiet one.
-        """
-        if busy:
-            self._input_wall = wall_now
-            for stream in busy:
-                pos = self._pos[stream]
-                self._stream_wall[pos] = wall_now
-                self._stream_seen[pos] = self._stream_pushed[pos]
-        if self._clock_wall is None or self._input_wall is None:
-            self._clock_wall = self._input_wall = wall_now
-            self._seen_advances, self._seen_pushed = self._clock_advances, self._pushed
-            return Released()
-        if self._clock_advances != self._seen_advances:
-            self._seen_advances, self._clock_wall = self._clock_advances, wall_now
-        if self._pushed != self._seen_pushed:
-            self._seen_pushed, self._input_wall = self._pushed, wall_now
-        idle = self.settings.idle_timeout
-        if wall_now - self._input_wall >= idle and self._n_buf:
-            self._idle_flushes += 1
-            return self._release(everything=True)
-        if self._watermark:
-            return self._tick_watermark(wall_now)
-        if wall_now - self._clock_wall >= idle:
-            seen = [t for i in self._fallback_pos if (t := self._max_ts[i]) is not None]
-            if seen and (self._clk is None or max(seen) > self._clk):
-                self._clk = max(seen)
-                self._fallback_advances += 1
-                # No clock event will measure these against a real clock; forget them.
-                self._unmeasured += self._pending_n
-                self._pending.clear()
-                self._pending_n = 0
-                return self._release()
-        return Released()
-
     def flush(self) -> Released:
         """Release everything buffered, in order (end of input)."""
         return self._release(everything=True)
@@ -677,8 +687,15 @@ class OrderingUnit:
         bts[j:] = [region_ts[i] for i in order]
         bev[j:] = [region_ev[i] for i in order]
 
-    def _measure_pending(self, clk: int) -> None:
-        for pos, tss in self._pending:
+    def _measure_pending(self, clk: int | None) -> None:
+        """Measure the waiting events against ``clk`` (None: against the clk each batch found)."""
+        for pos, tss, found in self._pending:
+            if clk is None:
+                if found is None:
+                    self._unmeasured += len(tss)
+                    continue
+                self._record([found - t if t < found else 0 for t in tss], pos)
+                continue
             self._record([clk - t if t < clk else 0 for t in tss], pos)
         self._pending.clear()
         self._pending_n = 0
@@ -804,8 +821,9 @@ class OrderingUnit:
             "pushed": self._pushed,
             "released": self._released,
             "unmeasured": self._unmeasured,
-            "fallback_advances": self._fallback_advances,
-            "idle_flushes": self._idle_flushes,
+            "promise_advances": self._promise_advances,
+            "ended_inputs": sum(self._ended),
+            "end_flushes": self._end_flushes,
             "notices_applied": self._notices_applied,
             "upstream_k": dict(self._up_k),
             "delay_histogram": self.delay_histogram(),

@@ -22,7 +22,7 @@ MS = 10**9  # ps
 
 #: Ordering settings of every DEBS component: each sensor stream is in ts order, so the
 #: slowest stream's progress (the watermark) orders exactly; K covers disorder inside a stream.
-ORDERING: dict[str, Any] = {"clock_mode": "watermark", "lambda": 1.0, "idle_timeout": 5.0}
+ORDERING: dict[str, Any] = {"clock_mode": "watermark", "lambda": 1.0}
 
 #: Max (clock-stream) mode: clk is the largest ts (or promise) of a unit's clock streams, K the learnt
 #: delay of the rest (docs/ordering.md, "Max mode in the full game"). Per component type, its clock

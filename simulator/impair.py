@@ -365,6 +365,16 @@ class SensorImpairment:
     def next_send_ns(self) -> int | None:
         return self._heap[0].send_ns if self._heap else None
 
+    def oldest_unsent_ts(self) -> int | None:
+        """The smallest ts among rows that may still be sent (held, queued or waiting for their packet).
+
+        Lost rows are not counted (they never come), so a promise below this value is never broken.
+        """
+        candidates = [min(p.ts) for p in self._heap if p.fate == "send" and p.ts]
+        if self._carry_ts:
+            candidates.append(min(self._carry_ts))
+        return min(candidates) if candidates else None
+
     @property
     def pending(self) -> int:
         return len(self._heap) + (1 if self._carry_ts else 0)

@@ -11,6 +11,14 @@ as fast as the receivers take it, still per sensor and in ts order.
 Rows due while a receiver is unreachable are lost (the sensor keeps trying
 to reconnect with backoff) and counted; nothing a receiver does stops the
 simulation.  Impairments (``simulator.impair``) reshape the send schedule.
+
+The simulator knows every sensor's next row, so it says what a live sensor
+can only let its receiver guess: a sensor silent in event time (a dropout, a
+ball out of play) sends promises ("no row older than T follows", T at most
+the replay's current event time), and a sensor whose data is exhausted sends
+an end promise before it closes.  A closed connection alone ends nothing.
+Receivers therefore never have to declare a replayed sensor idle on wall
+time, and a replay's results do not depend on how fast it runs.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from pan.ingest import promise_line, send_lines
+from pan.ingest import DEFAULT_PROMISE_AHEAD_MS, END_OF_STREAM, promise_line, send_lines
 from pan.workflow import Workflow
 from simulator.clock import LocalTime, TimeProvider
 from simulator.debs import HALF1, HALF2
@@ -49,6 +57,9 @@ PS_PER_S = 10**12
 # only once it has moved past them, so the period is a floor under their query delay.
 HEARTBEAT_PS = 10 * 10**9
 UNPACED_SLICE_PS = 50 * 10**9  # unpaced sensors advance together in 50 ms slices of event time
+#: A silent sensor's promise stays this far (event time) within the newest row sent to its receiver,
+#: half the receivers' default ``promise_ahead_ms`` (rows on other connections may still be on their way).
+PROMISE_AHEAD_PS = DEFAULT_PROMISE_AHEAD_MS * 10**9 // 2
 
 
 class SimulateError(Exception):
@@ -94,6 +105,8 @@ class StreamStats:
     connects: int = 0
     connect_failures: int = 0
     last_ts: int | None = None
+    promises: int = 0  # promises sent while the sensor was silent in event time
+    ended: bool = False  # its end promise went out
     error: str | None = None
 
     @property
@@ -129,7 +142,7 @@ class Summary:
                 "lost_impairment": s.lost_impairment, "lost_outage": s.lost_outage,
                 "lost_disconnected": s.lost_disconnected, "skipped": s.skipped, "malformed": s.malformed,
                 "writes": s.writes, "connects": s.connects, "connect_failures": s.connect_failures,
-                "last_ts": s.last_ts, "error": s.error,
+                "last_ts": s.last_ts, "promises": s.promises, "ended": s.ended, "error": s.error,
             }
         return {
             "status": "ok" if not self.errors else "errors",
@@ -291,12 +304,17 @@ class SensorRunner:
     """Replays one stream over its own link, paced or not, impaired or not."""
 
     def __init__(self, stream: str, source: RowSource, link: Link, stats: StreamStats, timeline: Timeline,
-                 impairment: SensorImpairment | None, options: SimulateOptions, send_log: SendLog | None) -> None:
+                 impairment: SensorImpairment | None, options: SimulateOptions, send_log: SendLog | None,
+                 frontier: dict[str, int] | None = None) -> None:
         self.stream, self.source, self.link, self.stats = stream, source, link, stats
         self.timeline, self.imp, self.opts, self.send_log = timeline, impairment, options, send_log
         self.limit_ts: int | None = None
         self.gave_up = False
         self._outage_closed = False
+        #: The newest ts sent to each receiver (shared by the runners): promises stay close to it.
+        self.frontier = frontier if frontier is not None else {}
+        self._promised: int | None = None
+        self._sent_in_round = False
 
     def _stopped(self) -> bool:
         return self.opts.stop is not None and self.opts.stop.is_set()
@@ -304,18 +322,22 @@ class SensorRunner:
     async def run(self, pacer: Pacer, gate: EventTimeGate) -> None:
         try:
             if self.opts.speedup == 0:
-                await self._run_unpaced(gate)
+                exhausted = await self._run_unpaced(gate)
             else:
-                await self._run_paced(pacer)
+                exhausted = await self._run_paced(pacer)
+            if exhausted and not self.gave_up:
+                await self._send_end()
         finally:
             s = self.source.counts
             self.stats.skipped, self.stats.malformed = s.skipped, s.malformed
             await self.link.close()
 
-    async def _run_paced(self, pacer: Pacer) -> None:
+    async def _run_paced(self, pacer: Pacer) -> bool:
+        """Returns True once every row is sent (or lost), False when stopped."""
         now = -1
         while not self._stopped():
             now = await pacer.tick(now)
+            self._sent_in_round = False
             if self.imp is None:
                 self.limit_ts = limit = self.timeline.ts_limit(now)
                 while True:
@@ -324,19 +346,23 @@ class SensorRunner:
                         break
                     await self._deliver(ts, lines, pacer)
                 if self.source.exhausted:
-                    return
+                    return True
             else:
-                self.limit_ts = self.timeline.ts_limit(now)
+                self.limit_ts = limit = self.timeline.ts_limit(now)
                 self._feed(self.timeline.ts_limit(now + self.imp.horizon_ns))
                 for packet in self.imp.pop_due(now):
                     await self._handle(packet, pacer)
                 if self.source.exhausted and self.imp.pending == 0:
-                    return
+                    return True
+            await self._promise_if_silent(limit)
+        return False
 
-    async def _run_unpaced(self, gate: EventTimeGate) -> None:
+    async def _run_unpaced(self, gate: EventTimeGate) -> bool:
+        """Returns True once every row is sent (or lost), False when stopped."""
         finished = False
         while not finished and not self._stopped():
             limit = gate.limit_ts
+            self._sent_in_round = False
             if self.imp is None:
                 while True:
                     ts, lines = self.source.take(limit, MAX_BATCH)
@@ -353,9 +379,51 @@ class SensorRunner:
                 for packet in self.imp.pop_due(virtual_now):
                     await self._handle(packet, None)
                 finished = exhausted and self.imp.pending == 0
+            if not finished:
+                await self._promise_if_silent(limit)
             await gate.arrive(finished)
         if not finished:
             await gate.arrive(True)
+        return finished
+
+    async def _promise_if_silent(self, limit_ts: int) -> None:
+        """A sensor that sent nothing this round promises how far it has come in event time.
+
+        The promise is the smallest ts it may still send (its next row, or a
+        held or queued one), at most ``limit_ts`` (the replay's current event
+        time, so that it never runs ahead of the other sensors) and within
+        ``PROMISE_AHEAD_PS`` of the newest row sent to its receiver. A sensor
+        whose link is down (an outage) says nothing, like a real one.
+        """
+        if self._sent_in_round or self.gave_up or not self.link.connected:
+            return
+        receiver = self.stats.receiver or ""
+        newest = self.frontier.get(receiver)
+        if newest is None:
+            return
+        bound = min(limit_ts, newest + PROMISE_AHEAD_PS)
+        nxt = self.source.peek_ts()
+        if nxt is not None:
+            bound = min(bound, nxt)
+        if self.imp is not None:
+            held = self.imp.oldest_unsent_ts()
+            if held is not None:
+                bound = min(bound, held)
+        if (self._promised is not None and bound <= self._promised) or (
+            self.stats.last_ts is not None and bound <= self.stats.last_ts
+        ):
+            return
+        if await self.link.send(promise_line(self.stream, bound) + b"\n"):
+            self._promised = bound
+            self.stats.promises += 1
+
+    async def _send_end(self) -> None:
+        """The sensor's data is exhausted: say so (a closed connection alone would mean nothing)."""
+        if not await self.link.ensure(force=True):
+            self.stats.error = self.stats.error or "end promise not sent: receiver unreachable"
+            return
+        if await self.link.send(promise_line(self.stream, END_OF_STREAM) + b"\n"):
+            self.stats.ended = True
 
     def _feed(self, limit_ts: int) -> None:
         assert self.imp is not None
@@ -392,7 +460,13 @@ class SensorRunner:
             self.stats.lost_disconnected += len(ts)  # unknown how much arrived: the receiver went away
             return
         self.stats.sent += len(ts)
-        self.stats.last_ts = ts[-1]
+        newest = max(ts)
+        if self.stats.last_ts is None or newest > self.stats.last_ts:
+            self.stats.last_ts = newest
+        receiver = self.stats.receiver or ""
+        if newest > self.frontier.get(receiver, -1):
+            self.frontier[receiver] = newest
+        self._sent_in_round = True
         if self.send_log is not None:
             clock = pacer.clock if pacer is not None else self.opts.clock
             self.send_log.record(self.stream, ts, clock.now_ns())
@@ -532,6 +606,7 @@ async def simulate(opts: SimulateOptions) -> Summary:
     streams: dict[str, StreamStats] = {}
     unrouted: list[str] = []
     runners: list[SensorRunner] = []
+    frontier: dict[str, int] = {}
     for stream, source in sources.items():
         spec = opts.workflow.ingest_receiver(stream)
         if spec is None or spec.ingest_port is None:
@@ -545,7 +620,7 @@ async def simulate(opts: SimulateOptions) -> Summary:
         if params is not None and opts.impair is not None:
             sid = int(stream.removeprefix("SENSOR"))
             impairment = SensorImpairment(params, opts.impair.seed, sid, timeline.due_ns, origin, span_ns)
-        runners.append(SensorRunner(stream, source, link, stats, timeline, impairment, opts, send_log))
+        runners.append(SensorRunner(stream, source, link, stats, timeline, impairment, opts, send_log, frontier))
     if unrouted:
         log.warning("no receiver in workflow %r for %s: skipped", opts.workflow.name, ", ".join(unrouted))
     no_data = _routed_sensors_without_data(opts.workflow, files) if opts.sensors is None else []

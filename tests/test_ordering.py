@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pan.ordering import (
     DELAY_BUCKETS_PS,
+    END_OF_STREAM,
     OrderingSettings,
     OrderingUnit,
     Released,
@@ -294,68 +295,70 @@ def test_delay_histogram_is_cumulative():
 # ----------------------------------------------------------------------------- quiet clock streams
 
 
-def test_silent_clock_stream_does_not_stall():
-    """No ball data at all: after idle_timeout the players' largest ts drives clk, at every tick."""
-    ps = 10**12
-    k0, idle, tick = ps // 20, 1.0, 0.1
-    unit = OrderingUnit(
-        OrderingSettings(clock=("BALL",), initial_k=k0, idle_timeout=idle), ["BALL", "P1", "P2"]
-    )
-    rng = random.Random(3)
-    released_at: dict[int, float] = {}
-    pushed = 0
-    wall = 0.0
-    t_ev = 0
-    while wall < 6.0:
-        for s in ("P1", "P2"):  # 100 Hz per player, arriving 0..20 ms late
-            batch = []
-            while t_ev / ps <= wall - rng.uniform(0, 0.02):
-                batch.append({"ts": t_ev, "id": pushed})
-                pushed += 1
-                t_ev += ps // 200
-            unit.push(s, batch)
-        for e in unit.tick(wall).events:
-            released_at[e["id"]] = wall
-        wall = round(wall + tick, 6)
-    assert unit.metrics()["fallback_advances"] > 0
-    assert unit.k == k0  # nothing was measured: no real clock
-    bound = idle + k0 / ps + 0.02 + 2 * tick
-    for i, w in released_at.items():
-        assert w - (i * (ps // 200)) / ps <= bound + 1e-9
-    assert len(released_at) >= pushed - 4 * 40  # all but the last ~K + tick worth
-
-
-def test_half_time_break_flushes_then_resumes():
-    """All inputs quiet: buffered events are flushed within idle_timeout + one tick; play resumes cleanly."""
+def test_a_quiet_clock_stream_is_moved_on_by_promises():
+    """No ball data at all: the edge promises for the ball (its idle promise) and clk follows the promises."""
     ms = 10**9
-    unit = OrderingUnit(
-        OrderingSettings(clock=("BALL",), lam=1.0, initial_k=20 * ms, idle_timeout=2.0), ["BALL", "P1"]
-    )
+    unit = OrderingUnit(OrderingSettings(clock=("BALL",), lam=1.0), ["BALL", "P1", "P2"])
+    rng = random.Random(3)
+    out, pushed = [], 0
+    late_after_warm_up = 0
+    for step in range(1, 200):
+        now = step * 10 * ms
+        before = unit.late_count
+        for s in ("P1", "P2"):  # 100 Hz per player, each batch up to 8 ms behind "now"
+            lag = rng.randrange(9) * ms
+            batch = [{"ts": t} for t in range((step - 1) * 10 * ms - lag, now - lag, 5 * ms)]
+            pushed += len(batch)
+            out += unit.push(s, batch).events
+        out += unit.promise("BALL", now).events  # nothing older than "now" will come from the ball
+        if step > 20:
+            late_after_warm_up += unit.late_count - before
+    assert unit.metrics()["promise_advances"] > 0
+    assert late_after_warm_up == 0
+    assert 5 * ms <= unit.k <= 20 * ms  # how far behind the promised clk the players came (up to 8 ms)
+    assert len(out) + unit.late_count >= pushed - 4 * 6  # all but the last K worth
+    assert [e["ts"] for e in out] == sorted(e["ts"] for e in out)
+
+
+def test_a_half_time_break_needs_no_wall_clock():
+    """All inputs quiet: nothing happens until the second half moves clk; then all comes out in order."""
+    ms = 10**9
+    unit = OrderingUnit(OrderingSettings(clock=("BALL",), lam=1.0, initial_k=20 * ms), ["BALL", "P1"])
     out = []
     for t in range(0, 1000, 2):  # first half: 1 s of ball every 2 ms, player 10 ms late
         out += unit.push("P1", [{"ts": (t - 10) * ms}]).events if t % 10 == 0 and t else []
         out += unit.push("BALL", [{"ts": t * ms}]).events
-    assert unit.buffered > 0
-    assert unit.tick(100.0).events == []  # timers start
-    assert unit.tick(101.9).events == []
-    out += unit.tick(102.05).events  # break: 2 s + one tick later everything is out
-    assert unit.buffered == 0 and len(out) == unit.pushed_count
-    assert unit.metrics()["idle_flushes"] == 1
+    held = unit.buffered
+    assert held > 0
     for t in range(15 * 60 * 1000, 15 * 60 * 1000 + 200, 2):  # second half
         out += unit.push("BALL", [{"ts": t * ms}]).events
+    assert len(out) >= held  # the first half left with the second half's first clock advance
     out += unit.flush().events
     assert unit.late_count == 0
     assert [e["ts"] for e in out] == sorted(e["ts"] for e in out)
 
 
-def test_tick_is_a_no_op_while_the_clock_is_alive():
-    unit = OrderingUnit(OrderingSettings(clock=("A",), idle_timeout=1.0), ["A", "B"])
-    unit.tick(0.0)
-    for n in range(1, 20):
-        unit.push("B", [{"ts": n * 100}])
-        unit.push("A", [{"ts": n * 100}])
-        unit.tick(n * 0.5)
-    assert unit.metrics()["fallback_advances"] == 0 and unit.metrics()["idle_flushes"] == 0
+def test_every_input_ending_flushes_and_the_end_is_no_delay():
+    """END_OF_STREAM promises: a clock stream that ended stops counting; when all ended, all is released."""
+    unit = OrderingUnit(OrderingSettings(clock=("A",), initial_k=50), ["A", "B"])
+    out = []
+    for base in range(0, 1000, 100):
+        out += unit.push("B", [{"ts": t} for t in range(base + 5, base + 100, 10)]).events
+        out += unit.push("A", [{"ts": t} for t in range(base, base + 100, 10)]).events
+    out += unit.push("B", [{"ts": t} for t in range(1005, 1200, 10)]).events  # A has no more data
+    assert max(e["ts"] for e in out) <= 990 - 50
+    out += unit.promise("A", END_OF_STREAM).events
+    # With A ended, B (the fallback) drives clk: everything up to B's progress - K leaves.
+    assert unit.clk == 1195 and max(e["ts"] for e in out) == 1195 - 50
+    released = unit.promise("B", END_OF_STREAM)
+    out += released.events
+    assert [e["ts"] for e in out] == sorted(e["ts"] for e in out) and len(out) == unit.pushed_count
+    assert unit.buffered == 0 and unit.ended and unit.release_limit == END_OF_STREAM
+    assert released.events and unit.metrics()["end_flushes"] == 1
+    assert unit.k == 50  # an end is not a measurement
+    # A sensor that ended comes back after all: its events are ordinary input again, K stays.
+    unit.push("A", [{"ts": t} for t in range(1200, 1300, 10)])
+    assert not unit.ended and unit.k == 50 and unit.late_count == 0 and unit.clk == 1290
 
 
 # ----------------------------------------------------------------------------- K notices
@@ -426,8 +429,8 @@ def test_params_validation_names_the_key():
     text = " ".join(problems)
     for key in ("clock", "lambda", "initial_k", "late_policy", "window"):
         assert key + ":" in text
-    with pytest.raises(ValueError, match="idle_timeout"):
-        OrderingSettings.from_params({"idle_timeout": 0}, streams)
+    with pytest.raises(ValueError, match=r"idle_timeout: removed.*idle_after_ms"):
+        OrderingSettings.from_params({"idle_timeout": 5.0}, streams)
     s = OrderingSettings.from_params({"clock": ["B"], "lambda": 1, "notices": False}, streams)
     assert s.clock == ("B",) and s.lam == 1 and not s.notices
     assert OrderingSettings.from_params(s.to_params(), streams) == s

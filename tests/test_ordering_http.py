@@ -24,7 +24,7 @@ from pan.workflow import WorkerSpec
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, wait_until
 
 PS_PER_MS = 10**9
-NEVER_IDLE = {"clock_mode": "watermark", "idle_timeout": 60.0}  # ordering units that rely on the data alone
+NEVER_IDLE = {"clock_mode": "watermark"}  # ordering units rely on the data and promises alone
 BACKDATE_MS = 20
 STEP_MS = 2
 
@@ -72,7 +72,7 @@ def ordered(name: str, type_name: str, inputs: list[str], **params: Any) -> dict
 
 
 def hierarchy(notices: bool, lam: float, min_k_ms: int = 0) -> list[dict[str, Any]]:
-    common = {"lambda": lam, "window": 400, "notices": notices, "idle_timeout": 5.0, "min_k": min_k_ms * PS_PER_MS}
+    common = {"lambda": lam, "window": 400, "notices": notices, "min_k": min_k_ms * PS_PER_MS}
     return [
         forwarder("F", ["A", "B", "C"], buffer_size=200_000),
         ordered("L1", "merge", ["A", "B"], output="X", clock=["A"], **common),
@@ -169,28 +169,48 @@ async def test_k_notice_prevents_late_events_that_happen_without_it(
     assert with_notices["L3"]["notices_applied"] > 0 and without["L3"]["notices_applied"] == 0
 
 
-async def test_quiet_clock_stream_does_not_stall_output(repository: RepositoryServer, workers: WorkerGroup) -> None:
-    idle_s = 0.3
-    spec = ordered("L1", "merge", ["A", "B"], output="X", clock=["A"], idle_timeout=idle_s)
-    producer, merger = await workers.start(make_workflow(repository.port, [forwarder("F", ["A", "B", "C"]), spec]))
-    for t in range(0, 100, STEP_MS):  # both streams, then the clock stream A goes quiet
-        producer.outputs["A"].append({"ts": t * PS_PER_MS})
-        producer.outputs["B"].append({"ts": t * PS_PER_MS})
-    silent_since = time.monotonic()
-    for t in range(100, 200, STEP_MS):
-        producer.outputs["B"].append({"ts": t * PS_PER_MS})
+async def test_quiet_clock_stream_is_moved_on_by_the_forwarders_idle_promise(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """Max mode, clock SENSOR4: when it goes quiet the forwarder (not the merge) declares it idle."""
+    idle_ms = 1500
+    fwd = forwarder("F", ["SENSOR4", "SENSOR8"], params={"idle_after_ms": idle_ms})
+    spec = ordered("L1", "merge", ["SENSOR4", "SENSOR8"], output="X", clock=["SENSOR4"])
+    producer, merger = await workers.start(make_workflow(repository.port, [fwd, spec]))
 
     def released_up_to() -> int:
         page = merger.outputs["X"].buffer.read(-1, latest=1)
         return orjson.loads(page.items[0])["ts"] if page.items else -1
 
-    await wait_until(lambda: released_up_to() >= 198 * PS_PER_MS, timeout_s=10)
-    stalled_s = time.monotonic() - silent_since
-    # Documented bound (docs/ordering.md): idle_timeout plus two ticks of the worker loop (0.1 s each);
-    # generous slack for a loaded CI machine.
-    assert stalled_s < idle_s + 0.2 + 1.0
+    _, writer = await asyncio.open_connection("127.0.0.1", fwd["ingest_port"])
+    try:
+        def rows(sid: int, start_ms: int, end_ms: int) -> bytes:
+            times = range(start_ms * PS_PER_MS, end_ms * PS_PER_MS, STEP_MS * PS_PER_MS)
+            return "".join(f"{sid},{t},0,0,0,0,0,0,0,0,0,0,0\n" for t in times).encode()
+
+        # SENSOR8 first (so that none of it comes after the clock moved), then the clock sensor,
+        # which then goes quiet at 98 ms.
+        writer.write(rows(8, 0, 400))
+        await writer.drain()
+        await wait_until(lambda: merger.inputs["SENSOR8"].buffer.last == 199)
+        writer.write(rows(4, 0, 100))
+        await writer.drain()
+        await wait_until(lambda: merger.inputs["SENSOR4"].buffer.last == 49)
+        # SENSOR8 is still there (a keep-alive promise keeps it active); past SENSOR4's last row
+        # (98 ms, minus K) only through SENSOR4's idle promise.
+        for _ in range(400):
+            writer.write(b'{"stream":"SENSOR8","ts":%d,"promise":true}\n' % (398 * PS_PER_MS))
+            await writer.drain()
+            if released_up_to() > 150 * PS_PER_MS:
+                break
+            await asyncio.sleep(0.05)
+        await wait_until(lambda: released_up_to() > 150 * PS_PER_MS, timeout_s=10)
+    finally:
+        writer.close()
     info = await ordering_of(merger)
-    assert info["fallback_advances"] + info["idle_flushes"] >= 1
+    assert info["promise_advances"] >= 1 and info["late"] == 0
+    _, streams = await get_json(f"http://127.0.0.1:{producer.server.port}/streams")
+    assert streams["component"]["idle_declared"] >= 1 and streams["component"]["idle_promises"] >= 1
 
 
 async def test_ordering_numbers_in_metrics_and_meta(repository: RepositoryServer, workers: WorkerGroup) -> None:
@@ -245,20 +265,24 @@ async def merge_of_two_sensors(
     return fwd, producer, merger
 
 
-async def test_sensors_closing_their_connections_end_the_streams(
-    repository: RepositoryServer, workers: WorkerGroup
-) -> None:
-    """The end of the data is seen from the data: no wall-clock flush is needed."""
-    from pan.ingest import send_lines
+async def test_end_lines_end_the_streams(repository: RepositoryServer, workers: WorkerGroup) -> None:
+    """The end of the data is said explicitly and seen from the data: no wall-clock flush is needed."""
+    from pan.ingest import END_OF_STREAM, promise_line, send_lines
 
     fwd, producer, merger = await merge_of_two_sensors(repository, workers)
     rows = {sid: [f"{sid},{t},0,0,0,0,0,0,0,0,0,0,0".encode() for t in range(sid, 400, 10)] for sid in (4, 8)}
     await send_lines("127.0.0.1", fwd["ingest_port"], rows[4])  # each call: one connection, closed at the end
     await send_lines("127.0.0.1", fwd["ingest_port"], rows[8])
+    await wait_until(lambda: merger.outputs["X"].buffer.last >= 0, timeout_s=10)
+    await asyncio.sleep(0.3)
+    assert merger.outputs["X"].buffer.last < 79  # closed connections end nothing: the last rows are held
+    assert "wm" not in producer.outputs["SENSOR4"].meta
+    await send_lines("127.0.0.1", fwd["ingest_port"], [promise_line("SENSOR4"), promise_line("SENSOR8")])
     await wait_until(lambda: merger.outputs["X"].buffer.last == 79, timeout_s=10)
     merged = [orjson.loads(b)["ts"] for b in merger.outputs["X"].buffer.read(-1, oldest=100).items]
     assert merged == sorted(merged) and len(merged) == 80
-    assert producer.outputs["SENSOR4"].meta["wm"] >= 2**62
+    assert producer.outputs["SENSOR4"].meta["wm"] == END_OF_STREAM
+    await wait_until(lambda: merger.outputs["X"].meta.get("wm") == END_OF_STREAM)  # the merge's output ended too
 
 
 async def test_a_promise_line_releases_a_sensor_that_sends_nothing(

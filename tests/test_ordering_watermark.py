@@ -7,9 +7,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pan.ordering import OrderingSettings, OrderingUnit, Released
+from pan.ordering import END_OF_STREAM, OrderingSettings, OrderingUnit, Released
 
-WATERMARK = OrderingSettings(clock_mode="watermark", idle_timeout=1.0)
+WATERMARK = OrderingSettings(clock_mode="watermark")
 
 
 def drain(unit: OrderingUnit, arrivals: list[tuple[str, list[dict]]]) -> Released:
@@ -56,18 +56,17 @@ def test_in_order_streams_are_never_late_whatever_the_interleaving(data_seed: in
     assert len(out.events) == 600
 
 
-def test_an_unseen_stream_blocks_until_it_is_idle() -> None:
+def test_an_unseen_stream_blocks_until_its_producer_promises() -> None:
+    """No wall time: B is waited for however long it takes, until it sends or its producer promises."""
     unit = OrderingUnit(WATERMARK, ["A", "B"])
     assert unit.push("A", [{"ts": t} for t in range(10)]).events == []  # B unheard of: wait
-    unit.tick(0.0)
-    unit.push("A", [{"ts": t} for t in range(10, 20)])
-    unit.tick(0.5)
-    unit.push("A", [{"ts": t} for t in range(20, 30)])
-    # B idle after 1 s: A alone sets the watermark (29); release strictly below it, as A may bring more 29s.
-    assert unit.tick(1.6).events == [{"ts": t} for t in range(29)]
+    assert unit.push("A", [{"ts": t} for t in range(10, 30)]).events == []
+    # The edge declared B idle and promised A's progress for it: release strictly below 29.
+    assert unit.promise("B", 29).events == [{"ts": t} for t in range(29)]
     # B comes back and counts again: the watermark is now min(50, 40).
     assert unit.push("B", [{"ts": 40}]).events == []
     assert [e["ts"] for e in unit.push("A", [{"ts": 50}]).events] == [29]
+    assert unit.late_count == 0
 
 
 def test_disorder_inside_a_stream_is_covered_by_k() -> None:
@@ -101,14 +100,34 @@ def test_settings_validation() -> None:
     assert OrderingSettings.from_params({"clock_mode": "watermark", "min_k": 7}, ["A"]).min_k == 7
 
 
-def test_a_busy_stream_is_never_taken_for_an_idle_one() -> None:
-    unit = OrderingUnit(WATERMARK, ["A", "B"])
-    unit.push("A", [{"ts": t} for t in range(10)])
-    unit.push("B", [{"ts": 0}])
-    for wall in (0.0, 1.0, 2.0, 3.0, 4.0):  # B's publisher has more for us: slow, not quiet
-        assert unit.tick(wall, busy=["B"]).events == []
-    # B caught up and quiet for the idle timeout: nothing is on the way, everything goes out.
-    assert [e["ts"] for e in unit.tick(6.0).events] == [0, 0, *range(1, 10)]
+def test_an_end_is_no_delay_and_a_stream_may_resume_after_it() -> None:
+    """Issue 11 item 1: a stream ended (2^62) that sends again must not push K to max_k."""
+    unit = OrderingUnit(OrderingSettings(clock_mode="watermark", lam=1.0, window=100), ["A", "B"])
+    out = Released()
+    for base in range(0, 1000, 100):
+        out.extend(unit.push("A", [{"ts": t} for t in range(base, base + 100, 10)]))
+        out.extend(unit.push("B", [{"ts": t} for t in range(base + 5, base + 100, 10)]))
+    out.extend(unit.promise("B", END_OF_STREAM))  # B said it has ended...
+    out.extend(unit.push("A", [{"ts": t} for t in range(1000, 1100, 10)]))
+    for base in range(1100, 2000, 100):  # ...and comes back after all, in order
+        out.extend(unit.push("B", [{"ts": t} for t in range(base + 5, base + 100, 10)]))
+        out.extend(unit.push("A", [{"ts": t} for t in range(base, base + 100, 10)]))
+    assert unit.k == 0  # in-order streams: no delay was ever measured, the end is not one
+    assert unit.late_count == 0
+    out.extend(unit.promise("A", END_OF_STREAM))
+    assert unit.buffered > 0  # B runs again, so it is waited for
+    out.extend(unit.promise("B", END_OF_STREAM))
+    assert unit.buffered == 0 and unit.release_limit == END_OF_STREAM
+    assert [e["ts"] for e in out.events] == sorted(e["ts"] for e in out.events)
+
+
+def test_a_promise_is_progress_not_a_delay() -> None:
+    """Events older than a promise are late (counted), and do not raise K."""
+    unit = OrderingUnit(OrderingSettings(clock_mode="watermark"), ["A", "B"])
+    unit.push("A", [{"ts": t} for t in range(0, 100, 10)])
+    unit.promise("B", 95)  # e.g. the forwarder's idle promise
+    released = unit.push("B", [{"ts": 50}])  # a broken promise: B had something older after all
+    assert released.late == [{"ts": 50}] and unit.late_count == 1 and unit.k == 0
 
 
 def test_a_promise_moves_a_quiet_stream_without_events() -> None:
