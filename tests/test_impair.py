@@ -201,4 +201,9 @@ async def test_end_to_end_same_seed_same_bytes_and_drop_outage_reconnects(record
     assert runs[0] == runs[1]
     stats, lines, connections = runs[0]
     assert stats["SENSOR13"]["lost_outage"] == 40 and connections == 2  # dropped, then reconnected
+    # The drop ends nothing; the end is said once, on the last connection, after the last row.
+    ends = [p for p in recorder.promises() if p["ts"] == 2**62]
+    assert ends == [{"stream": "SENSOR13", "ts": 2**62, "promise": True}] and stats["SENSOR13"]["ended"]
+    assert b"%d" % 2**62 in recorder.connections[-1][-1][1]
+    assert all(b"%d" % 2**62 not in line for _t, line in recorder.connections[0])
     assert lines != sorted(lines, key=lambda x: int(x.split(b",")[1]))

@@ -88,7 +88,11 @@ class Recorder:
         writer.close()
 
     def lines(self) -> list[tuple[int, bytes]]:
-        return [x for conn in self.connections for x in conn]
+        """Every data line (promise lines, which carry no row, left out)."""
+        return [x for conn in self.connections for x in conn if b'"promise":true' not in x[1]]
+
+    def promises(self) -> list[dict]:
+        return [orjson.loads(x[1]) for conn in self.connections for x in conn if b'"promise":true' in x[1]]
 
 
 @pytest.fixture
@@ -197,7 +201,12 @@ async def test_routed_sensor_without_data_is_promised_ended(repository: Reposito
     assert summary.as_dict()["no_data"] == ["SENSOR12"]
     await wait_until(lambda: worker.outputs["SENSOR12"].meta.get("wm") == 2**62)
     assert worker.outputs["SENSOR12"].buffer.last == -1
-    assert worker.component.counters()["promises"] == 1 and worker.component.counters()["rows"] == 220
+    ended = [s for s in ("SENSOR4", "SENSOR13") if summary.streams[s].ended]
+    assert ended == ["SENSOR4", "SENSOR13"]  # each sensor's end promise went out when its data was exhausted
+    silent = sum(stats.promises for stats in summary.streams.values())
+    await wait_until(lambda: worker.component.counters()["promises"] == 1 + len(ended) + silent)
+    assert worker.component.counters()["rows"] == 220 and worker.component.counters()["promises_refused"] == {}
+    assert worker.outputs["SENSOR4"].meta.get("wm") == worker.outputs["SENSOR13"].meta.get("wm") == 2**62
 
 
 @pytest.mark.parametrize("speedup", [0.0, 4.0])
@@ -223,7 +232,8 @@ async def test_receiver_that_comes_up_late_gets_the_rest(recorder: Recorder, tmp
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while line := await reader.readline():
-            got.append(line)
+            if b'"promise":true' not in line:
+                got.append(line)
 
     server = await asyncio.start_server(handle, "127.0.0.1", port)
     try:
