@@ -6,7 +6,7 @@ The hand-made folder has three balls and four players around both halves:
 * ball 4 is in play from kick-off and leaves the pitch 8 s later; ball 8, lying inside the pitch
   all along, takes over at its next row (hysteresis until then), and is in play until the end of the
   first half; it also transmits in the break, which resets the active ball; ball 10 starts the
-  second half;
+  second half and falls silent for 1.5 s two seconds after kick-off (a ball-data gap);
 * kicks: A2 (the spike's first rows find nobody fresh, and B3's sensor nearby is stale), B3 nearer
   than A2 (at the ball row's very ts), A2 during an interruption (not counted), A2 at the instant the
   interruption ends (counted), B3 on ball 8, A5 one second before half time, B5 in the second half.
@@ -50,7 +50,8 @@ def write_folder(data: Path) -> None:
                      0, (KO + 1000 * MS, KO + 3000 * MS, KO + 4500 * MS, KO + 5000 * MS)),
         8: ball_rows(8, KO - PS_PER_S + MS, KO + 12 * PS_PER_S - MS, 30000, 10000, (KO + 9001 * MS,))
         + ball_rows(8, E1 - 2 * PS_PER_S, E1 + PS_PER_S, 30000, 10000, (E1 - PS_PER_S,)),
-        10: ball_rows(10, S2 - PS_PER_S, S2 + 3 * PS_PER_S - MS, 10000, 0, (S2 + PS_PER_S,)),
+        10: ball_rows(10, S2 - PS_PER_S, S2 + 2 * PS_PER_S, 10000, 0, (S2 + PS_PER_S,))
+        + ball_rows(10, S2 + 3500 * MS, S2 + 4 * PS_PER_S - MS, 10000, 0, ()),
         47: sensor_rows(47, [(KO + 1003 * MS, KO + 8000 * MS, 20500, 0, 100)]),  # A2
         65: sensor_rows(65, [(KO - PS_PER_S, KO + 500 * MS, 20000, 300, 0),  # B3, stale at the first kick
                              (KO + 2900 * MS, KO + 3500 * MS, 20000, 300, 100),
@@ -90,7 +91,7 @@ def test_active_ball_switches_only_when_the_ball_in_play_leaves(reference: Path)
     assert switches == [(KO, 4), (KO + 8001 * MS, 8), (S2, 10)]
     exit_row = active[sids.index(8) - 1]
     assert (exit_row["ts"], exit_row["sid"], exit_row["x"]) == (KO + 8 * PS_PER_S, 4, 53000)
-    assert sids.count(4) == 4001 and sids.count(8) == 2000 + 1001 and sids.count(10) == 1500
+    assert sids.count(4) == 4001 and sids.count(8) == 2000 + 1001 and sids.count(10) == 1001 + 250
     assert max(t["ts"] for t in active if t["sid"] == 8) == E1  # break rows are not play
     assert list(active[0]) == ["i", "ts", "sid", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az"]
 
@@ -120,9 +121,12 @@ def test_possession_ends_at_hits_exits_interruptions_and_half_time(reference: Pa
     assert final("B3") == (KO + 11_000 * MS, 1000 * MS + 1999 * MS, 2)
     assert final("A5") == (E1, PS_PER_S, 1)  # closed at the end of the half
     b5 = read_stream(reference, "BP_B5")
-    assert b5[0]["ts"] == S2 + PS_PER_S and b5[-1]["time_ps"] == b5[-1]["ts"] - (S2 + PS_PER_S) > PS_PER_S
-    # About 50 Hz while B5 has the ball: a tuple in every 20 ms bucket, never two.
-    assert len({t["ts"] // (20 * MS) for t in b5}) == len(b5) > 90
+    # B5 from 1 s; the ball is silent after its row at 2 s: the possession ends 1 s later, credited up to that row.
+    assert b5[0]["ts"] == S2 + PS_PER_S and (b5[-1]["ts"], b5[-1]["time_ps"]) == (S2 + 3 * PS_PER_S, PS_PER_S)
+    # Meanwhile it counts up to the latest ball row (rows every 2 ms): it stalls in the silence.
+    assert all(0 <= min(t["ts"], S2 + 2 * PS_PER_S) - (S2 + PS_PER_S) - t["time_ps"] < 2 * MS for t in b5)
+    # About 50 Hz while B5 has the ball: a tuple in every 20 ms bucket, never two, and one more at the end.
+    assert len({t["ts"] // (20 * MS) for t in b5[:-1]}) == len(b5) - 1 > 90
     assert read_stream(reference, "BP_A1") == []
     whole_a, whole_b = (read_stream(reference, f"BP_wholeGame_{t}")[-1] for t in "AB")
     assert whole_a["time_ps"] == 4996 * MS + PS_PER_S and whole_b["time_ps"] == 2999 * MS + b5[-1]["time_ps"]

@@ -33,18 +33,25 @@ order). A spike's hit is its first row that has a hitter.
 **Possession** (driver, sequential). Who holds the ball is a state machine over
 time-ordered events, so it runs in the driver over a reduced event list: every
 INTERRUPTIONS event, every hit, and of ACTIVEBALL only the rows that can matter
-(exit rows, the first row of every 20 ms bucket, the first row after each half
-end). The rows left out are inside the pitch, not the first of their bucket,
-and not the first event after a half end: they change nothing and emit nothing.
-Per event: a possession whose half ended before the event ends at the half's
-end; a counted hit (not while interrupted) by a new player ends the holder's
-possession and starts the hitter's (a repeated hit is a dribble); an exit row
-or an interruption ``begin`` ends it. A player's tuple is emitted at the end of
-each possession, at each counted hit, and at the first event of each bucket
-for the holder unless the holder already emitted in that bucket. The team
-windows are evaluated at the first event of each bucket, vectorised (prefix
-sums over the closed intervals), and a team's tuple is emitted when its
-``(time_ps, time_percent)`` differs from the previous bucket's.
+(exit rows, the first and the last row of every 20 ms bucket, the first row
+after each half end). The rows left out are inside the pitch, neither first
+nor last of their bucket, and not the first event after a half end: they
+change nothing and emit nothing. The ball is *heard* up to the latest
+ACTIVEBALL row or hit; the last row of each bucket keeps that exact wherever
+it matters (at a bucket's first event, and across a silence, which is longer
+than a bucket). Per event: a possession whose half ended, or whose ball has
+been silent for more than ``SILENCE_PS`` (1 s), before the event ends,
+whichever came first: at the half's end, credited up to it, or at the last
+heard row + 1 s, credited up to the last heard row; a counted hit (not while
+interrupted) by a new player ends the holder's possession and starts the
+hitter's (a repeated hit is a dribble); an exit row or an interruption
+``begin`` ends it at its ts. A running possession counts up to the last heard
+row (never past the half's end). A player's tuple is emitted when a possession
+ends (at the moment it ends), at each counted hit, and at the first event of
+each bucket for the holder unless the holder already emitted in that bucket.
+The team windows are evaluated at the first event of each bucket, vectorised
+(prefix sums over the closed intervals), and a team's tuple is emitted when
+its ``(time_ps, time_percent)`` differs from the previous bucket's.
 
 INTERRUPTIONS is what `pan simulate` feeds: ``begin``/``end`` from
 ``interruptions.csv`` (an ``end`` before a ``begin`` at equal ts) plus a
@@ -88,6 +95,7 @@ STALE_PS = 250 * PS_PER_MS
 BUCKET_PS = 20 * PS_PER_MS
 HEARTBEAT_MS = 10  # as `pan simulate` feeds (simulator.simulate.HEARTBEAT_PS); a test checks they agree
 NO_END = 1 << 62
+SILENCE_PS = PS_PER_MS * 1000  # a possession ends after this long without active-ball data
 #: The hit detector's player inputs, in input order (ties in "seen first" go by this order).
 HIT_SENSORS = [sid for sids in PLAYER_SENSORS.values() for sid in sids]
 SENSOR_PLAYER = {sid: p for p, sids in PLAYER_SENSORS.items() for sid in sids}
@@ -338,6 +346,7 @@ class _Possession:
     def __init__(self) -> None:
         self.holder: str | None = None
         self.since, self.until, self.interrupted = 0, NO_END, False
+        self.heard = 0  # ts of the latest ball row or hit
         self.hits = dict.fromkeys(PLAYERS, 0)
         self.held = dict.fromkeys(PLAYERS, 0)  # time of the holder's finished possessions
         self.intervals: list[list[tuple[int, int]]] = [[] for _ in TEAMS]  # finished, per team, in time order
@@ -345,47 +354,54 @@ class _Possession:
         self.last_bucket: dict[str, int | None] = dict.fromkeys(PLAYERS)
         self.bucket: int | None = None
         # One entry per bucket (its first event): state after the event, for the team windows.
-        self.ticks: dict[str, list[int]] = {k: [] for k in ("ts", "team", "since", "until", *TEAMS)}
+        self.ticks: dict[str, list[int]] = {k: [] for k in ("ts", "team", "since", "upto", *TEAMS)}
 
-    def end(self, at: int, ended: list[tuple[str, int]]) -> None:
+    def end(self, credit: int, at: int, ended: list[tuple[str, int]]) -> None:
         holder = self.holder
         assert holder is not None
-        end = max(min(at, self.until), self.since)
+        end = max(credit, self.since)
         self.held[holder] += end - self.since
         self.intervals[TEAMS.index(holder[0])].append((self.since, end))
-        ended.append((holder, end))
+        ended.append((holder, at))
         self.holder = None
 
     def emit(self, player: str, ts: int) -> None:
         time_ps = self.held[player]
         if player == self.holder:
-            time_ps += max(0, min(ts, self.until) - self.since)
+            time_ps += max(0, min(ts, self.until, self.heard) - self.since)
         self.last_bucket[player] = ts // BUCKET_PS
         self.out[player].append({"ts": ts, "player": player, "time_ps": time_ps, "hits": self.hits[player]})
 
     def step(self, ts: int, kind: str, value: Any) -> None:
         ended: list[tuple[str, int]] = []
-        if self.holder is not None and ts > self.until:
-            self.end(self.until, ended)
+        if self.holder is not None:
+            silent = self.heard + SILENCE_PS
+            if ts > self.until and self.until <= silent:
+                self.end(self.until, self.until, ended)
+            elif ts > silent:
+                self.end(self.heard, silent, ended)
         hitter = None
         if kind == "hit":
             if not self.interrupted:
+                self.heard = max(self.heard, ts)
                 self.hits[value] += 1
                 hitter = value
                 if value != self.holder:
                     if self.holder is not None:
-                        self.end(ts, ended)
+                        self.end(ts, ts, ended)
                     self.holder, self.since, self.until = value, ts, half_end(ts)
         elif kind == "begin":
             if self.holder is not None:
-                self.end(ts, ended)
+                self.end(ts, ts, ended)
             self.interrupted = True
         elif kind == "end":
             self.interrupted = False
-        elif kind == "ball" and not value and self.holder is not None:
-            self.end(ts, ended)  # the exit row
-        for player, end in ended:
-            self.emit(player, end)
+        elif kind == "ball":
+            self.heard = max(self.heard, ts)
+            if not value and self.holder is not None:
+                self.end(ts, ts, ended)  # the exit row
+        for player, at in ended:
+            self.emit(player, at)
         if hitter is not None:
             self.emit(hitter, ts)
         bucket = ts // BUCKET_PS
@@ -398,7 +414,7 @@ class _Possession:
             tick["ts"].append(ts)
             tick["team"].append(TEAMS.index(holder[0]) if holder is not None else -1)
             tick["since"].append(self.since)
-            tick["until"].append(self.until)
+            tick["upto"].append(min(self.until, self.heard))
             for n, team in enumerate(TEAMS):
                 tick[team].append(len(self.intervals[n]))
 
@@ -423,7 +439,7 @@ def team_windows(ticks: dict[str, list[int]], intervals: list[list[tuple[int, in
     ``[lo, ts]`` of the first K of them is a prefix-sum difference, minus the part
     of the first interval ending after ``lo`` that lies before ``lo``.
     """
-    ts, team, since, until = (np.array(ticks[k], dtype=np.int64) for k in ("ts", "team", "since", "until"))
+    ts, team, since, upto = (np.array(ticks[k], dtype=np.int64) for k in ("ts", "team", "since", "upto"))
     streams: dict[str, list[dict[str, Any]]] = {}
     for window, length in WINDOWS.items():
         totals = []
@@ -441,7 +457,7 @@ def team_windows(ticks: dict[str, list[int]], intervals: list[list[tuple[int, in
                 clip = np.maximum(0, lo - np.append(starts, 0)[first])
                 closed = np.where(first < count, prefix[count] - prefix[np.minimum(first, count)] - clip, 0)
                 start = np.maximum(since, lo)
-            current = np.where(team == t, np.maximum(0, np.minimum(ts, until) - start), 0)
+            current = np.where(team == t, np.maximum(0, np.minimum(ts, upto) - start), 0)
             totals.append(closed + current)
         both = totals[0] + totals[1]
         for t, name in enumerate(TEAMS):
@@ -460,18 +476,18 @@ def team_windows(ticks: dict[str, list[int]], intervals: list[list[tuple[int, in
 # --- the job --------------------------------------------------------------------------------------
 
 def _ball_events(active: Any) -> Iterator[tuple[int, int, Key, str, bool]]:
-    """The ACTIVEBALL rows possession needs: exit rows, each bucket's first, the first after each half end."""
+    """The ACTIVEBALL rows possession needs: exit rows, each bucket's first and last, the first after each half end."""
     from pyspark.sql import functions as F
 
     k = F.struct(*KEY, "inside")
     rows = active.groupBy(F.expr(f"ts div {BUCKET_PS}")).agg(
-        F.min(k).alias("first"), F.collect_list(F.when(~F.col("inside"), k)).alias("exits"),
+        F.min(k).alias("first"), F.max(k).alias("last"), F.collect_list(F.when(~F.col("inside"), k)).alias("exits"),
         *(F.min(F.when(F.col("ts") > end, k)).alias(f"after{n}") for n, end in enumerate((E1, E2))),
     ).collect()
     picked: dict[Key, bool] = {}
     afters: list[list[Any]] = [[], []]
     for r in rows:
-        for row in (r["first"], *r["exits"]):
+        for row in (r["first"], r["last"], *r["exits"]):
             picked[_key(row)] = row["inside"]
         for n in range(2):
             if r[f"after{n}"] is not None:
