@@ -103,7 +103,6 @@ def test_max_mode_late_fraction_and_k_after_each_reconnect(match: dict[str, Path
     tmp.mkdir()
     run = asyncio.run(om.replay_sampled(om.moved(om.WORKFLOWS["max"], tmp), match["split"], tmp / "record",
                                         mode="max", speedup=1.0))
-    assert not run.missed
     fractions = {unit: run.late_fraction(unit) for unit in run.samples}
     assert all(run.final(unit)["pushed"] > 0 for unit in run.samples), fractions
     too_late = {unit: f for unit, f in fractions.items() if f > MAX_LATE_FRACTION}
