@@ -66,6 +66,22 @@ def test_exit_row_then_nothing_until_a_ball_is_inside_again() -> None:
     assert comp.counters()["activations"] == 2
 
 
+def test_ball_12_is_in_play_only_in_the_second_half() -> None:
+    """DEBS 2013: balls 4, 8, 10 in the first half, 4, 8, 10, 12 in the second (issue 11, fix 6)."""
+    ko2 = debs.SECOND_HALF[0]
+    rows = []
+    for start in (KO, ko2):
+        rows += [ball(12, start + n * MS, INSIDE) for n in range(10)]  # lying inside from the kick-off
+        rows += [ball(4, start + n * MS + 1, OUTSIDE if n < 5 else (30000, 0)) for n in range(10)]
+    for n in range(1, 4):  # the break: every ball transmits (this resets the active ball)
+        rows += [ball(12, debs.FIRST_HALF[1] + n * MS, INSIDE), ball(4, debs.FIRST_HALF[1] + n * MS + 1, OUTSIDE)]
+    out, comp = run(rows)
+    first = [(r["sid"], r["ts"]) for r in out if r["ts"] < ko2]
+    assert first == [(4, KO + n * MS + 1) for n in range(5, 10)]  # ball 4 once it is inside; 12 never
+    assert {r["sid"] for r in out if r["ts"] >= ko2} == {12}  # in the second half 12 is in play first
+    assert comp.counters()["off_half_rows"] == 13
+
+
 def test_two_balls_entering_together_first_in_ts_order_wins() -> None:
     rows = [ball(10, KO + 5, INSIDE), ball(8, KO + 5, INSIDE), ball(4, KO + 3, OUTSIDE), ball(4, KO + 9, INSIDE)]
     out, _ = run(rows)

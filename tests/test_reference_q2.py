@@ -6,7 +6,8 @@ The hand-made folder has three balls and four players around both halves:
 * ball 4 is in play from kick-off and leaves the pitch 8 s later; ball 8, lying inside the pitch
   all along, takes over at its next row (hysteresis until then), and is in play until the end of the
   first half; it also transmits in the break, which resets the active ball; ball 10 starts the
-  second half and falls silent for 1.5 s two seconds after kick-off (a ball-data gap);
+  second half and falls silent for 1.5 s two seconds after kick-off (a ball-data gap); ball 12 lies
+  inside the pitch for the first 12 s but is not a first-half ball, so it is never in play;
 * kicks: A2 (the spike's first rows find nobody fresh, and B3's sensor nearby is stale), B3 nearer
   than A2 (at the ball row's very ts), A2 during an interruption (not counted), A2 at the instant the
   interruption ends (counted), B3 on ball 8, A5 one second before half time, B5 in the second half.
@@ -50,6 +51,7 @@ def write_folder(data: Path) -> None:
                      0, (KO + 1000 * MS, KO + 3000 * MS, KO + 4500 * MS, KO + 5000 * MS)),
         8: ball_rows(8, KO - PS_PER_S + MS, KO + 12 * PS_PER_S - MS, 30000, 10000, (KO + 9001 * MS,))
         + ball_rows(8, E1 - 2 * PS_PER_S, E1 + PS_PER_S, 30000, 10000, (E1 - PS_PER_S,)),
+        12: ball_rows(12, KO - PS_PER_S + 1, KO + 12 * PS_PER_S, 40000, -10000, ()),
         10: ball_rows(10, S2 - PS_PER_S, S2 + 2 * PS_PER_S, 10000, 0, (S2 + PS_PER_S,))
         + ball_rows(10, S2 + 3500 * MS, S2 + 4 * PS_PER_S - MS, 10000, 0, ()),
         47: sensor_rows(47, [(KO + 1003 * MS, KO + 8000 * MS, 20500, 0, 100)]),  # A2
@@ -87,11 +89,12 @@ def test_active_ball_switches_only_when_the_ball_in_play_leaves(reference: Path)
     assert [t["i"] for t in active] == list(range(len(active)))
     sids = [t["sid"] for t in active]
     switches = [(active[n]["ts"], sids[n]) for n in range(len(active)) if n == 0 or sids[n] != sids[n - 1]]
-    # Ball 8 lies inside from the start but waits for ball 4's exit row, then for the next kick-off after the break.
+    # Ball 8 lies inside from the start but waits for ball 4's exit row, then for the next kick-off after the break;
+    # ball 12, inside too and one row ahead of ball 8 after the exit, is no ball of the first half.
     assert switches == [(KO, 4), (KO + 8001 * MS, 8), (S2, 10)]
     exit_row = active[sids.index(8) - 1]
     assert (exit_row["ts"], exit_row["sid"], exit_row["x"]) == (KO + 8 * PS_PER_S, 4, 53000)
-    assert sids.count(4) == 4001 and sids.count(8) == 2000 + 1001 and sids.count(10) == 1001 + 250
+    assert sids.count(4) == 4001 and sids.count(8) == 2000 + 1001 and sids.count(10) == 1001 + 250 and 12 not in sids
     assert max(t["ts"] for t in active if t["sid"] == 8) == E1  # break rows are not play
     assert list(active[0]) == ["i", "ts", "sid", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az"]
 

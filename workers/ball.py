@@ -16,6 +16,11 @@ to the ts-ordered merge of the ball streams, is:
 * With ``game_time_only`` (default), rows outside the two halves are ignored
   and the state is reset, so warm-up balls before kick-off or in the break
   never count as play.
+* Only the balls of the half are in play: 4, 8 and 10 until the second
+  kick-off, 4, 8, 10 and 12 from it on (``debs.BALLS_FIRST_HALF``,
+  ``debs.BALLS_SECOND_HALF``). A row of another ball (ball 12 in the first
+  half or the break) is ignored like a foreign sensor's: it neither becomes
+  active nor resets the state; it is counted as ``off_half_rows``.
 
 Every row of the active ball is emitted at its full rate (2000 Hz): the hit
 and shot detectors need every sample of a kick's |a| spike, and one full-rate
@@ -84,11 +89,15 @@ class ActiveBall(OrderedComponent):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         self.balls = frozenset(ball_list(ctx.spec))
+        #: balls that may be in play before the second kick-off / from it on
+        self.first_half_balls = self.balls & frozenset(debs.BALLS_FIRST_HALF)
+        self.second_half_balls = self.balls & frozenset(debs.BALLS_SECOND_HALF)
         self.game_time_only: bool = self.params.get("game_time_only", True)
         self.output = ctx.outputs[OUTPUT]
         self.active: int | None = None
         self.bad = 0
         self.other_sid = 0
+        self.off_half = 0
         self.outside_game = 0
         self.switches = 0
         self.exits = 0
@@ -97,6 +106,7 @@ class ActiveBall(OrderedComponent):
     def process(self, events: list[Tuple]) -> None:
         out: list[dict[str, Any]] = []
         balls = self.balls
+        first_balls, second_balls = self.first_half_balls, self.second_half_balls
         game_only = self.game_time_only
         h1_start, h1_end = debs.FIRST_HALF
         h2_start, h2_end = debs.SECOND_HALF
@@ -118,6 +128,9 @@ class ActiveBall(OrderedComponent):
                 continue
             if type(ts) is not int:
                 self.bad += 1
+                continue
+            if sid not in (first_balls if ts < h2_start else second_balls):
+                self.off_half += 1
                 continue
             if game_only and not (h1_start <= ts <= h1_end or h2_start <= ts <= h2_end):
                 self.outside_game += 1
@@ -159,5 +172,6 @@ class ActiveBall(OrderedComponent):
             "exits": self.exits,
             "bad_rows": self.bad,
             "other_sensor_rows": self.other_sid,
+            "off_half_rows": self.off_half,
             "outside_game_rows": self.outside_game,
         }

@@ -8,7 +8,8 @@ debs.BALLS, file order)``, and at equal ts INTERRUPTIONS before BALLHITS before
 ACTIVEBALL (possession), player sensors before ACTIVEBALL (hits).
 
 **Active ball** (Spark). Only rows inside the halves count (a ball row in the
-break resets the state). Per ball, its in-game rows form *runs*: maximal
+break resets the state), and only of the half's balls: rows of ball 12 before
+the second kick-off are dropped first, as if it did not transmit. Per ball, its in-game rows form *runs*: maximal
 sequences of consecutive rows inside the pitch, plus the ball's first row
 outside after them (the *exit row*). A run ends without an exit row when the
 break resets it or the ball's rows end; it *releases* the ball at its exit row
@@ -73,6 +74,8 @@ import numpy as np
 
 from workers.debs import (
     BALLS,
+    BALLS_FIRST_HALF,
+    BALLS_SECOND_HALF,
     FIRST_HALF,
     PLAYER_SENSORS,
     PLAYERS,
@@ -193,6 +196,9 @@ def _ball_rows(spark: Any, data_dir: Path) -> tuple[Any, bool] | None:
     ts = F.col("ts")
     bpos = F.array_position(F.array(*(F.lit(b) for b in BALLS)), F.col("sid")).cast("int") - 1
     rows = rows.select(*AB_FIELDS, bpos.alias("bpos"), F.col("pos.block").alias("blk"), F.col("pos.id").alias("rid"))
+    # A ball not in play in its half (12 before the second kick-off) is ignored, as if it did not transmit.
+    in_play = F.col("sid").isin(*BALLS_SECOND_HALF) & ((ts >= S2) | F.col("sid").isin(*BALLS_FIRST_HALF))
+    rows = rows.where(in_play)
     break_reset = rows.where((ts > E1) & (ts < S2)).limit(1).count() > 0
     in_game = ts.between(S1, E1) | ts.between(S2, E2)
     inside = F.col("x").between(X_MIN, X_MAX) & F.col("y").between(Y_MIN, Y_MAX)
