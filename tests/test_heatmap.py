@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -11,8 +12,8 @@ import pytest
 from pan.workflow import WorkflowError
 from tests.harness import build_component, output_tuples
 from tests.match_feed import OFFLINE, all_outputs, feed_in_chunks, feed_jittered, load_match, merged, player_stream_of
-from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF, X_MAX, Y_MAX, Y_MIN
-from workers.heatmap import GRIDS, coarse_map, fine_cell
+from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF, X_MAX, X_MIN, Y_MAX, Y_MIN
+from workers.heatmap import GRIDS, fine_cell
 
 S1, E1 = FIRST_HALF
 S2, E2 = SECOND_HALF
@@ -34,14 +35,32 @@ def test_fine_cells_and_clamping() -> None:
     assert fine_cell(52483 / 64 * 3 + 1, Y_MIN + 67925 / 100 * 7 + 1) == 3 * 100 + 7
 
 
-def test_coarse_maps() -> None:
-    assert coarse_map(32, 50) == [(ix // 2) * 50 + iy // 2 for ix in range(64) for iy in range(100)]
-    assert coarse_map(16, 25) == [(ix // 4) * 25 + iy // 4 for ix in range(64) for iy in range(100)]
-    m = coarse_map(8, 13)
-    sizes = [m.count(c) for c in range(8 * 13)]
-    assert set(sizes) == {7 * 8, 8 * 8}  # each coarse cell: 8 fine columns x 7 or 8 fine rows
-    rows = [m[iy] for iy in range(100)]
-    assert rows == sorted(rows) and rows[0] == 0 and rows[-1] == 12
+def true_cell(x: float, y: float, nx: int, ny: int) -> int:
+    """The nx x ny cell holding (x, y) inside the pitch, in exact rational arithmetic (the pitch cut in equal cells)."""
+    ix = (Fraction(x) - X_MIN) * nx // (X_MAX - X_MIN)
+    iy = (Fraction(y) - Y_MIN) * ny // (Y_MAX - Y_MIN)
+    assert 0 <= ix < nx and 0 <= iy < ny
+    return int(ix) * ny + int(iy)
+
+
+def test_every_grid_cuts_the_pitch_with_its_own_bounds() -> None:
+    """A player stands 1 s next to each edge of every 8x13 row: each grid finds the cell it stands in (fix 4).
+
+    8x13 cells are 6560 x 5225 mm; 100 rows of 679 mm do not nest in them, so the cell of a 64x100 row's
+    centre (what the grid was summed from) misses positions near 13-row edges by up to 340 mm.
+    """
+    row = Fraction(Y_MAX - Y_MIN, 13)
+    spots = [(float(X_MIN + Fraction(X_MAX - X_MIN, 8) * (k % 8 + Fraction(1, 2))), float(Y_MIN + row * (k + f)))
+             for k in range(13) for f in (Fraction(1, 50), Fraction(49, 50))]  # 104 mm inside the row's edges
+    comp = build(players=["A2"], windows=["wholeGame"])
+    samples = [sample(S1 + n * STEP, *spots[n // 50]) for n in range(len(spots) * 50)]
+    comp.process([*samples, sample(S1 + len(samples) * STEP, *spots[-1])])
+    for grid, (nx, ny) in GRIDS.items():
+        cells = output_tuples(comp, f"HM_wholeGame_{grid}_A2")[-1]["cells"]
+        expected = np.zeros(nx * ny)
+        for x, y in spots:
+            expected[true_cell(x, y, nx, ny)] += 100 / len(spots)
+        assert np.abs(np.array(cells) - expected).max() <= 1e-9, grid
 
 
 def test_outputs_and_params() -> None:
@@ -64,8 +83,8 @@ def test_standing_in_one_cell_is_100_percent_there() -> None:
         for grid, (nx, ny) in GRIDS.items():
             out = output_tuples(comp, f"HM_{window}_{grid}_A2")
             assert [t["ts"] for t in out] == [S1 + n * PS_PER_S for n in range(1, 91)]
-            cell = coarse_map(nx, ny)[fine] if (nx, ny) != (64, 100) else fine
-            assert cell == (ix * nx // 64) * ny + (iy * ny * 2 + 1) // 200 or ny == 13
+            cell = true_cell(x, y, nx, ny)
+            assert cell == fine if grid == "64x100" else cell == (ix * nx // 64) * ny + iy * ny // 100
             for t in out:
                 assert len(t["cells"]) == nx * ny and t["cells"][cell] == 100.0 and sum(t["cells"]) == 100.0
 
@@ -96,7 +115,7 @@ def test_emission_points_across_the_break_and_only_game_time() -> None:
     ts = [t["ts"] for t in whole]
     assert ts[0] == S1 + PS_PER_S and ts[1803] == E1 and ts[1804:] == [S2 + PS_PER_S, S2 + 2 * PS_PER_S]
     assert all(sum(t["cells"]) == 0.0 for t in whole[:1801])  # nothing counted before the data
-    a8, b8 = coarse_map(8, 13)[fine_cell(*a)], coarse_map(8, 13)[fine_cell(*b)]
+    a8, b8 = true_cell(*a, 8, 13), true_cell(*b, 8, 13)
     assert whole[1803]["cells"][a8] == 100.0  # E1 - 3 s .. E1
     assert whole[-1]["cells"][a8] == 3 / 5 * 100 and whole[-1]["cells"][b8] == 2 / 5 * 100
     one = output_tuples(comp, "HM_1min_8x13_A2")
@@ -112,7 +131,7 @@ def test_bad_samples_are_counted_not_fatal() -> None:
     ])
     c = comp.counters()
     assert (c["bad"], c["foreign"], c["out_of_order"]) == (4, 2, 1)
-    assert output_tuples(comp, "HM_wholeGame_8x13_A2")[0]["cells"][coarse_map(8, 13)[fine_cell(100, 100)]] == 100.0
+    assert output_tuples(comp, "HM_wholeGame_8x13_A2")[0]["cells"][true_cell(100, 100, 8, 13)] == 100.0
 
 
 def random_walk(seed: int, players: list[str], seconds: int) -> list[dict[str, Any]]:
@@ -131,22 +150,27 @@ def random_walk(seed: int, players: list[str], seconds: int) -> list[dict[str, A
 
 
 def check_maps(streams: dict[str, list[dict[str, Any]]], player: str, windows: list[str]) -> int:
-    """Sums are 100 whenever time counted, and coarse grids equal the summed fine grid."""
+    """Sums are 100 whenever time counted; where cells nest (all columns; 25 and 50 rows in 100) a coarse grid
+    equals the summed fine grid (8x13 by columns only: 100 rows do not nest in 13)."""
     checked = 0
-    maps = {g: np.array(coarse_map(nx, ny)) for g, (nx, ny) in GRIDS.items() if g != "64x100"}
     for w in windows:
         fine_rows = streams[f"HM_{w}_64x100_{player}"]
-        fine = np.array([t["cells"] for t in fine_rows])
-        for grid, mapping in maps.items():
+        fine = np.array([t["cells"] for t in fine_rows]).reshape(-1, 64, 100)
+        for grid, (nx, ny) in GRIDS.items():
+            if grid == "64x100":
+                continue
             rows = streams[f"HM_{w}_{grid}_{player}"]
             assert [t["ts"] for t in rows] == [t["ts"] for t in fine_rows]
-            coarse = np.array([t["cells"] for t in rows])
-            summed = np.stack([np.bincount(mapping, weights=f, minlength=coarse.shape[1]) for f in fine])
-            assert np.abs(coarse - summed).max() <= 1e-9
-            totals = coarse.sum(axis=1)
+            coarse = np.array([t["cells"] for t in rows]).reshape(-1, nx, ny)
+            by_columns = fine.reshape(len(fine), nx, 64 // nx, 100).sum(axis=2)
+            if 100 % ny == 0:
+                summed = by_columns.reshape(len(fine), nx, ny, 100 // ny).sum(axis=3)
+                assert np.abs(coarse - summed).max() <= 1e-9
+            assert np.abs(coarse.sum(axis=2) - by_columns.sum(axis=2)).max() <= 1e-9
+            totals = coarse.sum(axis=(1, 2))
             assert np.all((totals == 0.0) | (np.abs(totals - 100.0) <= 1e-6))
             checked += len(rows)
-        totals = fine.sum(axis=1)
+        totals = fine.sum(axis=(1, 2))
         assert np.all((totals == 0.0) | (np.abs(totals - 100.0) <= 1e-6))
     return checked
 

@@ -42,6 +42,9 @@ V = 2_500_000
 # (3000, 0) and stopped 1.1 s before kick-off, so it leaves the average before play starts.
 STAND_START, STAND_STOP = S1 - 2 * PS_PER_S, S1 + 3300 * PS_PER_MS
 SIXTY_SIX_STOP = S1 - 1100 * PS_PER_MS
+# B4 (sensors 67, 68) stands 100 mm inside the 5th of the 13 rows (y = Y_MIN + 4 * 67925 / 13 + 100): fine row 30 of
+# 100, whose centre lies in the 4th row, so an 8x13 map summed from 64x100 would put B4 one row too low.
+EDGE_Y = -33960 + 21000
 # A5 (sensors 53, 54) changes speed and place at random across half time, long enough after the
 # second kick-off for the 1 min windows to reach back across the break.
 BREAK_SPANS = ((E1 - 3 * PS_PER_S, E1 + PS_PER_S), (S2 - PS_PER_S, S2 + 62 * PS_PER_S))
@@ -77,6 +80,8 @@ def hand_made(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
         16: sensor_rows(16, RUN_START + PS_PER_MS, RUN_STOP, 20000, 0, V),
         65: sensor_rows(65, STAND_START, STAND_STOP, 1000, 0, 0),
         66: sensor_rows(66, STAND_START, SIXTY_SIX_STOP, 3000, 0, 0),
+        67: sensor_rows(67, STAND_START, STAND_STOP, 30000, EDGE_Y, 0),
+        68: sensor_rows(68, STAND_START, STAND_STOP, 30000, EDGE_Y, 0),
         53: wandering_rows(53, 1),
         54: wandering_rows(54, 2),
     }
@@ -121,17 +126,19 @@ def test_standing_in_one_cell_gives_exact_heat_maps(hand_made: Path) -> None:
     average = read_stream(hand_made, "B3")
     assert {t["x"] for t in average if t["ts"] <= SIXTY_SIX_STOP + PS_PER_S} == {2000.0}
     assert {t["x"] for t in average if t["ts"] > SIXTY_SIX_STOP + PS_PER_S} == {1000.0}
-    # (1000, 0) mm is fine cell (1, 49); coarse cells hold the fine cell's centre.
-    cell = {"64x100": 1 * 100 + 49, "8x13": 0 * 13 + 6}
+    # (1000, 0) mm is cell (1, 49) of 64x100 (cells of 820 x 679 mm) and (0, 6) of 8x13 (6560 x 5225 mm);
+    # B4 at (30000, EDGE_Y) is in column 36 and row 30 of 64x100, column 4 and row 4 of 8x13.
+    cells = {"B3": {"64x100": 1 * 100 + 49, "8x13": 0 * 13 + 6}, "B4": {"64x100": 36 * 100 + 30, "8x13": 4 * 13 + 4}}
     size = {"64x100": 6400, "8x13": 104}
     for window in ("1min", "5min", "10min", "wholeGame"):
-        for grid, c in cell.items():
-            tuples = read_stream(hand_made, f"HM_{window}_{grid}_B3")
-            heads = [(t["i"], t["ts"], t["player"]) for t in tuples]
-            assert heads == [(n - 1, S1 + n * PS_PER_S, "B3") for n in (1, 2, 3)]
-            expected = [0.0] * size[grid]
-            expected[c] = 100.0
-            assert all(t["cells"] == expected for t in tuples), (window, grid)
+        for player, cell in cells.items():
+            for grid, c in cell.items():
+                tuples = read_stream(hand_made, f"HM_{window}_{grid}_{player}")
+                heads = [(t["i"], t["ts"], t["player"]) for t in tuples]
+                assert heads == [(n - 1, S1 + n * PS_PER_S, player) for n in (1, 2, 3)]
+                expected = [0.0] * size[grid]
+                expected[c] = 100.0
+                assert all(t["cells"] == expected for t in tuples), (window, grid, player)
     assert read_stream(hand_made, "HM_1min_8x13_A1") == []
     # A2 ran at x = 20000 mm, y = 0 from game second 10 on: boundaries 1..10 are all zeros, then one cell.
     a2 = read_stream(hand_made, "HM_wholeGame_64x100_A2")
@@ -297,9 +304,13 @@ def test_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: P
     assert main(["generate", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
     split(tmp_path / "gen" / "full-game", tmp_path / "split")
     summary = run_reference(spark, tmp_path / "split", tmp_path / "ref")
-    streaming = streaming_outputs(tmp_path / "gen" / "full-game") | q2_streaming_outputs(tmp_path / "split")
+    from tests.test_reference_q4 import streaming_shots
+
+    q2_out = q2_streaming_outputs(tmp_path / "split")
+    streaming = streaming_outputs(tmp_path / "gen" / "full-game") | q2_out
+    streaming["SHOTS"] = streaming_shots(tmp_path / "split", q2_out)
     stats = compare(streaming, tmp_path / "ref")
-    assert stats["streams"] == 17 + 16 * 6 + 16 * 16 + 2 + 16 + 10
+    assert stats["streams"] == 17 + 16 * 6 + 16 * 16 + 2 + 16 + 10 + 1
     assert stats["tuples"] == summary["tuples"] > 300_000
     q2 = {s: len(streaming[s]) for s in q2_streams()}
     assert q2["BALLHITS"] > 50 and q2["ACTIVEBALL"] > 100_000 and q2["BP_wholeGame_A"] > 1000

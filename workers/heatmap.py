@@ -4,13 +4,14 @@ Input: the ``player_average`` streams. Exact rules (docs/q1-q3.md):
 - The time between consecutive samples of a player, ``[t_k, t_k+1)``, belongs
   to the cell of the earlier sample; only its game time counts
   (``workers.gametime``), and gaps longer than 1 s count nothing.
-- Cells of the 64x100 grid: ``ix = floor((x - 0) * 64 / 52483)``,
-  ``iy = floor((y + 33960) * 100 / 67925)``, clamped to the border cells; index
-  ``ix * 100 + iy``. Coarser grids sum fine cells: fine column ``ix`` belongs to
-  coarse column ``(2 ix + 1) * nx // 128`` (the one holding its centre; exact for
-  8, 16, 32) and fine row ``iy`` to ``(2 iy + 1) * ny // 200`` (exact for 25
-  and 50, nearest for 13).
-- Counts are integer ps in per-game-second buckets of touched cells only.
+- Every grid computes its cell from the position with its own bounds:
+  ``ix = floor((x - 0) * nx / 52483)``, ``iy = floor((y + 33960) * ny / 67925)``,
+  clamped to the border cells; index ``ix * ny + iy``. (Summing a coarse grid
+  from 64x100 would be exact only where 64x100 nests in it: 100 rows do not
+  split into 13.)
+- Counts are integer ps in per-game-second buckets of touched cells only; a
+  bucket's key is the sample's cell in every selected grid at once (a tuple),
+  so one sparse dict serves all grids.
 - At every game second ``G = n s`` (n >= 1, once the player's data reaches its
   event time) each window W emits buckets ``[n - W, n)``: ``HM_<w>_<nx>x<ny>_<p>``
   with ``cells[c] = count[c] / total * 100`` (all 0.0 while total is 0).
@@ -40,25 +41,18 @@ X_SPAN = X_MAX - X_MIN
 Y_SPAN = Y_MAX - Y_MIN
 
 
+def grid_cell(x: float, y: float, nx: int, ny: int) -> int:
+    """Index ``ix * ny + iy`` of the nx x ny cell holding (x, y) mm; outside clamps to the border."""
+    ix = math.floor((x - X_MIN) * nx / X_SPAN)
+    iy = math.floor((y - Y_MIN) * ny / Y_SPAN)
+    ix = 0 if ix < 0 else nx - 1 if ix >= nx else ix
+    iy = 0 if iy < 0 else ny - 1 if iy >= ny else iy
+    return ix * ny + iy
+
+
 def fine_cell(x: float, y: float) -> int:
-    """Index ``ix * 100 + iy`` of the 64x100 cell holding (x, y) mm; outside clamps to the border."""
-    ix = math.floor((x - X_MIN) * FINE_X / X_SPAN)
-    iy = math.floor((y - Y_MIN) * FINE_Y / Y_SPAN)
-    ix = 0 if ix < 0 else FINE_X - 1 if ix >= FINE_X else ix
-    iy = 0 if iy < 0 else FINE_Y - 1 if iy >= FINE_Y else iy
-    return ix * FINE_Y + iy
-
-
-def coarse_map(nx: int, ny: int) -> list[int]:
-    """Fine cell index -> index in the nxxny grid (the coarse cell holding the fine cell's centre)."""
-    return [
-        ((2 * ix + 1) * nx // (2 * FINE_X)) * ny + (2 * iy + 1) * ny // (2 * FINE_Y)
-        for ix in range(FINE_X)
-        for iy in range(FINE_Y)
-    ]
-
-
-_MAPS = {name: (None if (nx, ny) == (FINE_X, FINE_Y) else coarse_map(nx, ny)) for name, (nx, ny) in GRIDS.items()}
+    """Index of the 64x100 cell holding (x, y) mm."""
+    return grid_cell(x, y, FINE_X, FINE_Y)
 
 
 #: A heat-map tuple as ``encode`` would write it: i, ts, player (JSON), cells (JSON).
@@ -95,8 +89,8 @@ class _Window:
     def __init__(self, seconds: int | None, streams: list[tuple[str, OutputStream]]) -> None:
         self.seconds = seconds
         self.streams = streams  # (grid name, stream)
-        self.buckets: deque[tuple[int, dict[int, int]]] = deque()
-        self.counts: dict[int, int] = {}
+        self.buckets: deque[tuple[int, dict[tuple[int, ...], int]]] = deque()
+        self.counts: dict[tuple[int, ...], int] = {}
         self.total = 0
 
     def expire(self, lowest: int) -> None:
@@ -119,9 +113,9 @@ class _Player:
         self.name = name
         self.windows = windows
         self.last_ts: int | None = None
-        self.cell = 0
+        self.cell: tuple[int, ...] = ()  # the latest sample's cell in each selected grid
         self.next_n = 1
-        self.bucket: tuple[int, dict[int, int]] | None = None
+        self.bucket: tuple[int, dict[tuple[int, ...], int]] | None = None
 
 
 @register
@@ -147,6 +141,7 @@ class HeatMap(PlayerStreamsComponent):
         super().__init__(ctx)
         windows = _subset(ctx.spec, "windows", HM_WINDOWS)[0]
         grids = _subset(ctx.spec, "grids", tuple(GRIDS))[0]
+        self._grids = [GRIDS[g] for g in grids]
         self._state: dict[str, _Player] = {}
         for p in self.players(ctx.spec):
             ws = []
@@ -194,7 +189,7 @@ class HeatMap(PlayerStreamsComponent):
             while st.next_n <= GAME_SECONDS and ts_of_game(st.next_n * PS_PER_S) <= ts:
                 self._emit(st)
             st.last_ts = ts
-            st.cell = fine_cell(x, y)
+            st.cell = tuple([grid_cell(x, y, nx, ny) for nx, ny in self._grids])
 
     @staticmethod
     def _add(st: _Player, n: int, d: int) -> None:
@@ -221,18 +216,14 @@ class HeatMap(PlayerStreamsComponent):
             if w.seconds is not None:
                 w.expire(n - w.seconds)
             total = w.total
-            for grid, stream in w.streams:
+            for j, (grid, stream) in enumerate(w.streams):
                 nx, ny = GRIDS[grid]
-                mapping = _MAPS[grid]
                 shares: dict[int, float] = {}
                 if total:
-                    if mapping is None:
-                        counts = w.counts
-                    else:
-                        counts = {}
-                        for c, d in w.counts.items():
-                            k = mapping[c]
-                            counts[k] = counts.get(k, 0) + d
+                    counts: dict[int, int] = {}
+                    for key, d in w.counts.items():
+                        c = key[j]
+                        counts[c] = counts.get(c, 0) + d
                     shares = {c: d / total * 100 for c, d in counts.items()}
                 record = _TUPLE % (stream.next_index, ts, name_json, encode_cells(shares, nx * ny))
                 stream.extend_encoded([record])

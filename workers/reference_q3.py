@@ -1,8 +1,9 @@
 """Batch reference for Q3 (heat maps).
 
 Spark computes, per player and game second, the picoseconds spent in each
-64x100 cell (docs/q1-q3.md: the interval's earlier sample's cell, pieces cut at
-game seconds). The emission at game second n of window W is then a pure
+*joint cell* (docs/q1-q3.md: the interval's earlier sample's cell, pieces cut
+at game seconds): the sample's cell in every grid, each computed from the
+position with that grid's own bounds, packed into one long. The emission at game second n of window W is then a pure
 function of those buckets: the sum over buckets ``[n - W, n)`` (``[0, n)`` for
 the whole game), for every n from 1 up to the last boundary the player's data
 reaches. That last step is a dense sliding sum over at most 3597 buckets per
@@ -20,27 +21,44 @@ import numpy as np
 from workers.debs import PS_PER_S, WINDOWS, X_MAX, X_MIN, Y_MAX, Y_MIN
 from workers.reference_time import GAME_SECONDS, L1, S1, S2, intervals, parts, piece_columns
 
-FINE_X, FINE_Y = 64, 100
 GRIDS: dict[str, tuple[int, int]] = {"8x13": (8, 13), "16x25": (16, 25), "32x50": (32, 50), "64x100": (64, 100)}
 HM_WINDOWS = ("1min", "5min", "10min", "wholeGame")
 
 
-def fine_cell_column() -> Any:
-    """64x100 cell index of (x, y) mm: floor of ``(x - X_MIN) * 64 / span`` in doubles, clamped."""
+def cell_column(nx: int, ny: int) -> Any:
+    """nx x ny cell index of (x, y) mm: floor of ``(x - X_MIN) * nx / span`` in doubles, clamped."""
     from pyspark.sql import functions as F
 
-    ix = F.floor((F.col("x") - F.lit(float(X_MIN))) * F.lit(64.0) / F.lit(float(X_MAX - X_MIN)))
-    iy = F.floor((F.col("y") - F.lit(float(Y_MIN))) * F.lit(100.0) / F.lit(float(Y_MAX - Y_MIN)))
-    ix = F.least(F.greatest(ix, F.lit(0)), F.lit(FINE_X - 1))
-    iy = F.least(F.greatest(iy, F.lit(0)), F.lit(FINE_Y - 1))
-    return ix * FINE_Y + iy
+    ix = F.floor((F.col("x") - F.lit(float(X_MIN))) * F.lit(float(nx)) / F.lit(float(X_MAX - X_MIN)))
+    iy = F.floor((F.col("y") - F.lit(float(Y_MIN))) * F.lit(float(ny)) / F.lit(float(Y_MAX - Y_MIN)))
+    ix = F.least(F.greatest(ix, F.lit(0)), F.lit(nx - 1))
+    iy = F.least(F.greatest(iy, F.lit(0)), F.lit(ny - 1))
+    return ix * ny + iy
+
+
+def joint_cell_column() -> Any:
+    """The cells of all grids (in ``GRIDS`` order) as one long: digits in base nx*ny, the first grid highest."""
+    key = None
+    for nx, ny in GRIDS.values():
+        key = cell_column(nx, ny) if key is None else key * (nx * ny) + cell_column(nx, ny)
+    return key
+
+
+def grid_cells(joint: np.ndarray, grid: str) -> np.ndarray:
+    """The ``grid`` cells of joint cell keys."""
+    below = 1
+    for name, (nx, ny) in reversed(GRIDS.items()):
+        if name == grid:
+            return joint // below % (nx * ny)
+        below *= nx * ny
+    raise KeyError(grid)
 
 
 def cell_seconds(samples: Any, players: list[str]) -> Any:
-    """(player, n, cell, d): ps spent in each fine cell during game second n."""
+    """(player, n, cell, d): ps spent in each joint cell during game second n."""
     from pyspark.sql import functions as F
 
-    from_players = samples.where(F.col("player").isin(players)).withColumn("cell", fine_cell_column())
+    from_players = samples.where(F.col("player").isin(players)).withColumn("cell", joint_cell_column())
     pt = parts(intervals(from_players, ["cell"]))
     pc = pt.select("player", "cell", F.explode(piece_columns()).alias("p")).select("player", "cell", "p.*")
     return pc.groupBy("player", "n", "cell").agg(F.sum("d").alias("d"))
@@ -64,16 +82,9 @@ def boundaries_reached(last_ts: int) -> int:
     return lo
 
 
-def coarse_of_fine(nx: int, ny: int) -> np.ndarray:
-    """Fine index -> coarse index: the coarse cell holding the fine cell's centre."""
-    ix = np.repeat(np.arange(FINE_X), FINE_Y)
-    iy = np.tile(np.arange(FINE_Y), FINE_X)
-    return ((2 * ix + 1) * nx // (2 * FINE_X)) * ny + (2 * iy + 1) * ny // (2 * FINE_Y)
-
-
 def heatmap_rows(player: str, emissions: int, buckets: list[tuple[int, int, int]], windows: list[str],
                  grids: list[str], chunk: int = 240) -> Iterator[tuple[str, int, list[float]]]:
-    """(stream, ts, cells) of one player in stream-then-ts order; ``buckets`` = (n, cell, d)."""
+    """(stream, ts, cells) of one player in stream-then-ts order; ``buckets`` = (n, joint cell, d)."""
     if emissions <= 0:
         return
     used = sorted({c for _, c, _ in buckets})
@@ -95,7 +106,7 @@ def heatmap_rows(player: str, emissions: int, buckets: list[tuple[int, int, int]
         for grid in grids:
             nx, ny = GRIDS[grid]
             stream = f"HM_{window}_{grid}_{player}"
-            target = used_arr if (nx, ny) == (FINE_X, FINE_Y) else coarse_of_fine(nx, ny)[used_arr]
+            target = grid_cells(used_arr, grid)
             for start in range(0, emissions, chunk):
                 stop = min(start + chunk, emissions)
                 block = np.zeros((stop - start, nx * ny), dtype=np.int64)
