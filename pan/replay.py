@@ -7,8 +7,9 @@ One harness for tests, benchmarks and users:
 2. subscribe to every output stream and append its tuples to
    ``OUTDIR/<stream>.jsonl``;
 3. feed the data with the sensor simulator;
-4. stop by itself once the outputs have been quiet for a while after the
-   data ended (ordering units flush their buffers after their idle timeout).
+4. stop by itself once every output has ended (the feed's end promises flow
+   through the ordering units as ``wm`` = 2^62) and has been recorded, or,
+   for outputs that never end, once nothing has moved for a while.
 
 The simulator is passed in as a callable so that `pan/` keeps no knowledge
 of how input is produced.
@@ -39,7 +40,8 @@ from pan.workflow import Workflow
 log = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_S = 60.0
-QUIET_S = 6.0  # outputs unchanged this long after the data ended = done (> the idle timeout)
+QUIET_S = 6.0  # no tuple and no watermark moved this long after the data ended = done (outputs that never end)
+END_OF_STREAM = 2**62  # a ``wm`` this large: the stream has ended (pan.ordering.END_OF_STREAM)
 MAX_DRAIN_S = 120.0
 
 
@@ -106,6 +108,17 @@ class Recorder:
 
     def total(self) -> int:
         return sum(self.counts.values())
+
+    def progress(self) -> tuple[int, tuple[Any, ...]]:
+        """Tuples recorded and every stream's watermark: anything moving means the run goes on."""
+        return self.total(), tuple(sub.meta.get("wm") for sub in self.subscribers.values())
+
+    def all_ended(self) -> bool:
+        """Every stream ended and recorded up to its producer's last tuple."""
+        return all(
+            sub.meta.get("wm") == END_OF_STREAM and sub.position >= sub.upstream_last
+            for sub in self.subscribers.values()
+        )
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -193,13 +206,16 @@ async def replay(
 
 
 async def _wait_until_quiet(recorder: Recorder, quiet_s: float) -> None:
+    """Until every output ended and is recorded, or nothing moved for ``quiet_s`` (outputs that never end)."""
     deadline = time.monotonic() + MAX_DRAIN_S
-    last_total, last_change = recorder.total(), time.monotonic()
+    last, last_change = recorder.progress(), time.monotonic()
     while time.monotonic() < deadline:
         await asyncio.sleep(0.2)
-        total = recorder.total()
-        if total != last_total:
-            last_total, last_change = total, time.monotonic()
+        if recorder.all_ended():
+            return
+        now = recorder.progress()
+        if now != last:
+            last, last_change = now, time.monotonic()
         elif time.monotonic() - last_change >= quiet_s:
             return
     log.warning("outputs still changing after %.0f s; stopping anyway", MAX_DRAIN_S)

@@ -540,8 +540,8 @@ async def _promise_no_data(workflow: Workflow, streams: list[str], timeout_s: fl
     """Tell each receiver that these sensors will send nothing (errors are reported, never fatal).
 
     Without the promise, ordering units downstream would wait for them until
-    their wall-clock idle timeout, and only then release what the other
-    sensors sent in the meantime. One connection per receiver carries all its promises.
+    the receiver declared them idle (its ``idle_after_ms``), a wall-clock rule
+    a replay must never depend on. One connection per receiver carries all its promises.
     """
     by_receiver: dict[tuple[str, int], list[str]] = {}
     for stream in streams:
