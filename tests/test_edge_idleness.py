@@ -15,15 +15,19 @@ import asyncio
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from pan.ingest import END_OF_STREAM, Connection, IngestServer, IngestSettings, promise_line
 from pan.ordering import PS_PER_MS
 from pan.repository import RepositoryServer
+from simulator.simulate import SimulateOptions, simulate
 from tests.conftest import HOST, Processes, WorkerGroup, forwarder, free_port, make_workflow, wait_until, workflow_dict
 from tests.test_hardening_readers import answer
+from tests.test_simulate import PS, T0, rate_rows, write_split
 
 MS = PS_PER_MS
 
@@ -210,3 +214,42 @@ async def test_a_stopped_upstream_process_is_waited_for(
         return bool(body and body["meta"].get("wm") == END_OF_STREAM)
 
     await wait_until(output_ended, timeout_s=10)  # the end travelled through U and M as a promise
+
+
+# --- the simulator promises for its silent sensors ------------------------------------------------------
+
+
+async def test_the_simulator_promises_for_a_sensor_silent_in_event_time(
+    repository: RepositoryServer, workers: WorkerGroup, tmp_path: Path
+) -> None:
+    """A 3 s gap in the ball's data (like the real file's first-half gap): the output goes on during the gap.
+
+    The forwarder's own idle timer is set far beyond the run, so only the simulator's promises can move
+    the watermark past the ball while it sends nothing.
+    """
+    ball = [t for t in rate_rows(T0, 5.0, 2000) if not T0 + PS <= t < T0 + 4 * PS]
+    data = write_split(tmp_path / "split", {4: ball, 13: rate_rows(T0 + 1, 5.0, 200)})
+    workflow = make_workflow(repository.port, [
+        forwarder("F", ["SENSOR4", "SENSOR13"], buffer_size=20_000, params={"idle_after_ms": 600_000}),
+        {"name": "W", "type": "merge", "host": HOST, "port": free_port(), "inputs": ["SENSOR4", "SENSOR13"],
+         "params": {"output": "X", "clock_mode": "watermark"}},
+    ])
+    fwd, merge = await workers.start(workflow)
+    feed = asyncio.create_task(simulate(SimulateOptions(workflow, data, speedup=2.0)))
+
+    def released_in_gap() -> bool:
+        page = merge.outputs["X"].buffer.read(-1, latest=1)
+        newest = orjson.loads(page.items[0])["ts"] if page.items else 0
+        return newest > T0 + 2 * PS
+
+    try:
+        await wait_until(released_in_gap, timeout_s=30)
+        ball_sent = fwd.outputs["SENSOR4"].buffer.read(-1, latest=1).items
+        assert orjson.loads(ball_sent[0])["ts"] < T0 + 4 * PS  # the ball is still in its gap
+    finally:
+        summary = await feed
+    assert summary.streams["SENSOR4"].promises > 0 and summary.streams["SENSOR4"].ended
+    await wait_until(lambda: merge.outputs["X"].meta.get("wm") == END_OF_STREAM, timeout_s=30)
+    assert merge.outputs["X"].appended == len(ball) + 1000 and merge.outputs["X_late"].appended == 0
+    counters = fwd.component.counters()
+    assert counters["idle_declared"] == 0 and counters["promises_refused"] == {}
