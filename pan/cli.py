@@ -22,7 +22,7 @@ COMMAND_MODULES: list[str] = [
     "simulator.receiver_cli",  # receive
     "simulator.replay_cli",  # replay
     "benchmarks.cli",  # bench fanout, redis, network
-    "workers.reference_cli",  # reference (Spark batch Q1/Q3)
+    "workers.reference_cli",  # reference (Spark batch Q1 to Q4)
 ]
 
 

@@ -1,10 +1,10 @@
-"""Spark batch reference for the player averages and Q1 to Q3 (issue 5, item 4).
+"""Spark batch reference for the player averages and Q1 to Q4 (issue 5, item 4; Q4 issue 11).
 
 Reads a ``pan split`` folder and writes ``OUTDIR/<stream>.jsonl`` exactly as the
 streaming recorder does (one ``orjson`` object per line, ``i`` first, then the
 tuple's fields in the component's order), so a test can compare the streaming
 outputs with these tuple by tuple. It is an independent implementation of
-docs/q1-q3.md and of the Q2 rules (workers/reference_q2.py): only
+docs/q1-q3.md and of the Q2 and Q4 rules (workers/reference_q2.py, reference_q4.py): only
 ``workers/debs.py`` facts are shared with the components.
 
 Each stream is written whole by one task (its ``i`` counted there, in ts
@@ -29,8 +29,19 @@ import orjson
 from workers.debs import PLAYERS, REFEREE, SENSOR_OWNER, WINDOWS
 from workers.reference_players import player_average, read_rows
 from workers.reference_q1 import BANDS, counted_parts, run_aggregates, run_current
-from workers.reference_q2 import AB_FIELDS, BP_FIELDS, HEARTBEAT_MS, HIT_FIELDS, KEY, TEAM_FIELDS, q2, q2_streams
+from workers.reference_q2 import (
+    AB_FIELDS,
+    BP_FIELDS,
+    HEARTBEAT_MS,
+    HIT_FIELDS,
+    KEY,
+    TEAM_FIELDS,
+    interruption_events,
+    q2,
+    q2_streams,
+)
 from workers.reference_q3 import GRIDS, HM_WINDOWS, boundaries_reached, cell_seconds, heatmap_rows
+from workers.reference_q4 import SHOT_FIELDS, segments, shots
 
 ENTITIES = [*PLAYERS, REFEREE]
 PA_FIELDS = ("ts", "player", "x", "y", "z", "v", "a")
@@ -42,7 +53,7 @@ def expected_streams(windows: list[str], hm_windows: list[str], grids: list[str]
     """Every stream the full-game workflow records for these queries (the files to create, maybe empty)."""
     run = [s for p in PLAYERS for s in (f"RUN_{p}", *(f"RUNAGG_{w}_{p}" for w in windows))]
     hm = [f"HM_{w}_{g}_{p}" for p in PLAYERS for w in hm_windows for g in grids]
-    return [*ENTITIES, *run, *hm, *q2_streams()]
+    return [*ENTITIES, *run, *hm, *q2_streams(), "SHOTS"]
 
 
 class _StreamFiles:
@@ -142,7 +153,7 @@ def run_reference(spark: Any, data_dir: str | Path, out_dir: str | Path, *, wind
     try:
         summary = _run(spark, rows, out_dir, windows, hm_windows, grids, agg_period_ms, counts, seconds)
         t = time.monotonic()
-        q2_summary = run_q2(spark, data_dir, out_dir, heartbeat_ms)
+        q2_summary = run_q2(spark, data_dir, out_dir, heartbeat_ms, with_shots=True)
         seconds["q2"] = time.monotonic() - t
         counts |= q2_summary.pop("counts")
         summary |= {**q2_summary, "tuples": sum(counts.values())}
@@ -203,19 +214,28 @@ def _run(spark: Any, rows: Any, out_dir: Path, windows: list[str], hm_windows: l
     return {"tuples": sum(counts.values())}
 
 
-def run_q2(spark: Any, data_dir: str | Path, out_dir: str | Path, heartbeat_ms: int = HEARTBEAT_MS) -> dict[str, Any]:
-    """Compute Q2 of a split folder into ``out_dir`` (existing files of its streams are replaced)."""
+def run_q2(spark: Any, data_dir: str | Path, out_dir: str | Path, heartbeat_ms: int = HEARTBEAT_MS,
+           with_shots: bool = False) -> dict[str, Any]:
+    """Compute Q2 of a split folder into ``out_dir`` (existing files of its streams are replaced).
+
+    ``with_shots``: also Q4 (SHOTS, workers/reference_q4.py), which reads Q2's ACTIVEBALL and BALLHITS.
+    """
     from pyspark.sql import functions as F
 
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     counts: dict[str, int] = {}
-    for stream in q2_streams():
+    for stream in q2_streams() + (["SHOTS"] if with_shots else []):
         (out_dir / f"{stream}.jsonl").write_bytes(b"")
     result = q2(spark, data_dir, heartbeat_ms)
     if result.active is not None:
         active = result.active.withColumn("stream", F.lit("ACTIVEBALL"))
         counts |= write_sorted(active, out_dir, AB_FIELDS, order=KEY)
+        if with_shots:
+            found = shots(spark, result.active, segments(result.hits, interruption_events(data_dir, None, 0)), KEY)
+            if found is not None:
+                counts |= write_sorted(found.withColumn("stream", F.lit("SHOTS")), out_dir, SHOT_FIELDS, order=KEY)
+                found.unpersist()
         result.active.unpersist()
     counts |= write_streams(out_dir, {"BALLHITS": result.hits}, HIT_FIELDS)
     counts |= write_streams(out_dir, result.players, BP_FIELDS)

@@ -1,4 +1,4 @@
-"""`pan reference`: the Spark batch reference of the player averages and Q1 to Q3.
+"""`pan reference`: the Spark batch reference of the player averages and Q1 to Q4.
 
 Spark is imported only when the job runs, so the rest of the CLI stays fast.
 """
@@ -15,10 +15,10 @@ from workers.reference_q2 import HEARTBEAT_MS
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
-        "reference", help="batch reference of Q1 to Q3 (Spark), recorded like `pan replay --record`",
+        "reference", help="batch reference of Q1 to Q4 (Spark), recorded like `pan replay --record`",
         description="Compute the player averages, running analysis (Q1), ball possession (Q2: active ball, "
-        "ball hits, players' and teams' possession) and heat maps (Q3) of a `pan split` folder in batch and "
-        "write OUTDIR/<stream>.jsonl in the recorder's format.",
+        "ball hits, players' and teams' possession), heat maps (Q3) and shots on goal (Q4) of a `pan split` "
+        "folder in batch and write OUTDIR/<stream>.jsonl in the recorder's format.",
     )
     p.add_argument("--data", required=True, type=Path, help="`pan split` folder (SENSOR<sid>.csv)")
     p.add_argument("--out", required=True, type=Path, help="folder for <stream>.jsonl (shared by all executors)")
