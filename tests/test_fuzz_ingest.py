@@ -377,7 +377,10 @@ def test_valid_rows_survive_any_garbage(forwarder: LiveServers, reader: Reader) 
             else:
                 payload += item + end
         expected["SENSOR4"].append(SENTINEL.as_tuple())
-        payload += SENTINEL.line + b"\n" + tail  # a tail cut off by the close is never a row
+        # The sentinel, then the end of SENSOR4 (a closed connection ends nothing), then a tail cut off by
+        # the close, which is never a row.
+        payload += SENTINEL.line + b"\n" + orjson.dumps({"stream": "SENSOR4", "ts": END_OF_STREAM, "promise": True})
+        payload += b"\n" + tail
         _send(forwarder.ingest_port, bytes(payload), cuts)
         reader.lines_sent += len(lines) + 1
 
