@@ -149,6 +149,22 @@ def test_team_output_is_at_most_50_hz() -> None:
         assert len(set(buckets)) == len(buckets) >= 240
 
 
+def test_windows_count_game_time_across_the_break() -> None:
+    """Early in the second half the 20 min window holds 20 min of play, 15 of them before the break (fix 5)."""
+    e1, s2 = debs.FIRST_HALF[1], debs.SECOND_HALF[0]
+    minute = 60 * S
+    events = [hit(e1 - 30 * minute, "A2"), *balls(e1 - 30 * minute, e1 + 1, 100 * MS),
+              hit(s2, "B2"), *balls(s2, s2 + 5 * minute + 1, 100 * MS)]
+    comp = run("team_possession", events)
+    at = s2 + 5 * minute
+    assert value_at(comp, "20min", "A", at)["time_ps"] == 15 * minute  # the first half's last 15 min of play
+    assert value_at(comp, "20min", "B", at)["time_ps"] == 5 * minute
+    assert value_at(comp, "20min", "A", at)["time_percent"] == 75.0
+    assert value_at(comp, "1min", "A", s2 + 20 * S)["time_ps"] == 40 * S
+    assert value_at(comp, "1min", "A", at)["time_ps"] == 0
+    assert value_at(comp, "wholeGame", "A", at)["time_ps"] == 30 * minute
+
+
 # --- generated match ---------------------------------------------------------------
 
 

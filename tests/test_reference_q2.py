@@ -134,10 +134,12 @@ def test_possession_ends_at_hits_exits_interruptions_and_half_time(reference: Pa
     whole_a, whole_b = (read_stream(reference, f"BP_wholeGame_{t}")[-1] for t in "AB")
     assert whole_a["time_ps"] == 4996 * MS + PS_PER_S and whole_b["time_ps"] == 2999 * MS + b5[-1]["time_ps"]
     assert whole_a["time_percent"] == whole_a["time_ps"] * 100.0 / (whole_a["time_ps"] + whole_b["time_ps"])
-    # The 1 min windows look back over event time: in the second half only B5's possession is in them.
+    # The 1 min windows look back over game time: 4 s into the second half they still hold A5's last second of
+    # the first half (in event time, 9 minutes of break would lie between).
     one_a, one_b = (read_stream(reference, f"BP_1min_{t}")[-1] for t in "AB")
-    assert (one_a["time_ps"], one_a["time_percent"]) == (0, 0.0)
-    assert (one_b["time_ps"], one_b["time_percent"]) == (b5[-1]["time_ps"], 100.0)
+    assert one_a["ts"] > S2 and one_b["ts"] > S2
+    assert (one_a["time_ps"], one_a["time_percent"]) == (PS_PER_S, 50.0)
+    assert (one_b["time_ps"], one_b["time_percent"]) == (b5[-1]["time_ps"], 50.0)
     five_b = read_stream(reference, "BP_5min_B")
     assert [t["i"] for t in five_b] == list(range(len(five_b)))
 

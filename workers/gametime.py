@@ -1,4 +1,4 @@
-"""Game clock shared by running analysis (Q1) and heat maps (Q3).
+"""Game clock shared by running analysis (Q1), heat maps (Q3) and the possession windows (Q2).
 
 Only play counts: time before kick-off, in the break and after the end is not
 game time. The game clock ``g`` (ps) runs from 0 at the first kick-off through
@@ -57,6 +57,20 @@ def ts_of_game(g: int) -> int:
     if g <= L1:
         return FIRST_HALF[0] + g
     return SECOND_HALF[0] + g - L1
+
+
+def played(ts: int) -> int:
+    """Game time elapsed at ``ts``: the game clock in play, standing still outside it (0 before kick-off,
+    ``L1`` in the break, ``GAME_PS`` after the end). Sliding windows of game time measure with it."""
+    if ts <= FIRST_HALF[0]:
+        return 0
+    if ts <= FIRST_HALF[1]:
+        return ts - FIRST_HALF[0]
+    if ts <= SECOND_HALF[0]:
+        return L1
+    if ts <= SECOND_HALF[1]:
+        return L1 + ts - SECOND_HALF[0]
+    return GAME_PS
 
 
 def game_of_ts(ts: int) -> int | None:

@@ -36,6 +36,10 @@ event's ts, the half's end, or the last ball row + 1 s for silence).
 ``BP_<window>_<team>`` is emitted there for every window and team whose value
 changed since its last emission; ``time_percent`` is the team's share of the
 window's possession time, 0.0 for both teams when nobody had the ball.
+Windows count game time, as Q1 and Q3 do (``workers.gametime.played``): at
+``ts`` the W window holds the possession within the last W of play before
+``ts``, so early in the second half the 20 min window reaches back over the
+break into the first half's last minutes. ``wholeGame`` is every possession.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from pan.ordered import OrderedComponent
 from pan.streams import Tuple
 from pan.workflow import WorkerSpec
 from workers import debs
+from workers.gametime import played
 
 INPUTS = ["INTERRUPTIONS", "BALLHITS", "ACTIVEBALL"]
 BUCKET_PS = 20 * debs.PS_PER_MS
@@ -246,23 +251,26 @@ class PlayerPossession(PossessionComponent):
 
 
 class WindowSum:
-    """Closed possession intervals of one team that may still overlap a sliding window."""
+    """Closed possession intervals of one team that may still overlap a sliding window of game time."""
 
     def __init__(self, length: int | None) -> None:
         self.length = length
-        self.intervals: deque[tuple[int, int]] = deque()
+        self.intervals: deque[tuple[int, int]] = deque()  # in game time (``played``)
         self.total = 0
 
     def add(self, start: int, end: int) -> None:
+        if self.length is None:
+            self.total += end - start
+            return
+        start, end = played(start), played(end)
         self.total += end - start
-        if self.length is not None:
-            self.intervals.append((start, end))
+        self.intervals.append((start, end))
 
     def value(self, ts: int) -> int:
-        """Closed possession time within [ts - length, ts]; ts never decreases."""
+        """Closed possession time within the last ``length`` of game time before ts; ts never decreases."""
         if self.length is None:
             return self.total
-        lo = ts - self.length
+        lo = played(ts) - self.length
         intervals = self.intervals
         while intervals and intervals[0][1] <= lo:
             start, end = intervals.popleft()
@@ -298,13 +306,16 @@ class TeamPossession(PossessionComponent):
     def tick(self, ts: int) -> None:
         state = self.state
         holder_team = debs.team_of(state.holder) if state.holder is not None else None
+        upto = min(ts, state.credited_until())
         for w, length in debs.WINDOWS.items():
             times = {}
             for t in debs.TEAMS:
                 total = self.sums[(w, t)].value(ts)
                 if t == holder_team:
-                    start = state.since if length is None else max(state.since, ts - length)
-                    total += max(0, min(ts, state.credited_until()) - start)
+                    if length is None:
+                        total += max(0, upto - state.since)
+                    else:
+                        total += max(0, played(upto) - max(played(state.since), played(ts) - length))
                 times[t] = total
             both = sum(times.values())
             for t, total in times.items():

@@ -51,8 +51,10 @@ row (never past the half's end). A player's tuple is emitted when a possession
 ends (at the moment it ends), at each counted hit, and at the first event of
 each bucket for the holder unless the holder already emitted in that bucket.
 The team windows are evaluated at the first event of each bucket, vectorised
-(prefix sums over the closed intervals), and a team's tuple is emitted when
-its ``(time_ps, time_percent)`` differs from the previous bucket's.
+(prefix sums over the closed intervals), over game time (the clock stands
+still outside the halves, so a window reaches back over the break), and a
+team's tuple is emitted when its ``(time_ps, time_percent)`` differs from the
+previous bucket's.
 
 INTERRUPTIONS is what `pan simulate` feeds: ``begin``/``end`` from
 ``interruptions.csv`` (an ``end`` before a ``begin`` at equal ts) plus a
@@ -437,34 +439,42 @@ def possession(events: list[tuple[int, int, Any, str, Any]]
     return {f"BP_{p}": state.out[p] for p in PLAYERS}, team_windows(state.ticks, state.intervals)
 
 
+def game_elapsed(ts: np.ndarray) -> np.ndarray:
+    """Play elapsed at each ts (ps): the two halves' parts before it; the clock stands still outside play."""
+    return np.clip(ts - S1, 0, E1 - S1) + np.clip(ts - S2, 0, E2 - S2)
+
+
 def team_windows(ticks: dict[str, list[int]], intervals: list[list[tuple[int, int]]]
                  ) -> dict[str, list[dict[str, Any]]]:
     """BP_<window>_<team>: each team's possession time in the window at every tick, emitted when it changes.
 
-    Closed intervals of a team are disjoint and in time order, so the time within
-    ``[lo, ts]`` of the first K of them is a prefix-sum difference, minus the part
-    of the first interval ending after ``lo`` that lies before ``lo``.
+    The sliding windows measure game time: every instant is mapped to the play
+    elapsed by then (``game_elapsed``), and a window at ``ts`` is the last W of
+    that. Closed intervals of a team are disjoint and in time order, so the time
+    within ``[lo, g]`` of the first K of them is a prefix-sum difference, minus the
+    part of the first interval ending after ``lo`` that lies before ``lo``.
     """
     ts, team, since, upto = (np.array(ticks[k], dtype=np.int64) for k in ("ts", "team", "since", "upto"))
+    held_to = np.minimum(ts, upto)
     streams: dict[str, list[dict[str, Any]]] = {}
     for window, length in WINDOWS.items():
         totals = []
         for t in range(len(TEAMS)):
             iv = np.array(intervals[t], dtype=np.int64).reshape(-1, 2)
-            starts, ends = iv[:, 0], iv[:, 1]
-            prefix = np.concatenate(([0], np.cumsum(ends - starts)))
             count = np.array(ticks[TEAMS[t]], dtype=np.int64)
             if length is None:
-                closed = prefix[count]
-                start = since
+                starts, ends = iv[:, 0], iv[:, 1]
+                closed = np.concatenate(([0], np.cumsum(ends - starts)))[count]
+                current = np.maximum(0, held_to - since)
             else:
-                lo = ts - length
+                starts, ends = game_elapsed(iv[:, 0]), game_elapsed(iv[:, 1])
+                prefix = np.concatenate(([0], np.cumsum(ends - starts)))
+                lo = game_elapsed(ts) - length
                 first = np.searchsorted(ends, lo, side="right")  # first interval ending after lo
                 clip = np.maximum(0, lo - np.append(starts, 0)[first])
                 closed = np.where(first < count, prefix[count] - prefix[np.minimum(first, count)] - clip, 0)
-                start = np.maximum(since, lo)
-            current = np.where(team == t, np.maximum(0, np.minimum(ts, upto) - start), 0)
-            totals.append(closed + current)
+                current = np.maximum(0, game_elapsed(held_to) - np.maximum(game_elapsed(since), lo))
+            totals.append(closed + np.where(team == t, current, 0))
         both = totals[0] + totals[1]
         for t, name in enumerate(TEAMS):
             safe = np.where(both > 0, both, 1).astype(np.float64)
