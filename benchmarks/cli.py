@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "replay": "benchmarks.replay_bench",
     "chaos": "benchmarks.chaos",
     "ordering-modes": "benchmarks.ordering_modes",
+    "policies": "benchmarks.policies",
 }
 
 

@@ -40,7 +40,10 @@ from pan.workflow import WorkerSpec
 READ_BATCH = 2000
 RECHECK_S = 0.1  # every input is looked at this often even without a wake-up (a safety net, no decision)
 META_INTERVAL_S = 0.005  # outputs' meta (K, clk, wm) is refreshed at most this often, unless K grew
-ORDERING_KEYS = (*PARAM_KEYS, "delay_profile", "arrival_log")
+ORDERING_KEYS = (*PARAM_KEYS, "delay_profile", "arrival_log", "policy")
+#: Detection policies (docs/policies.md): ``best_effort`` ignores lost input; under ``nfp`` (no false
+#: positives) a component withholds or marks the outputs that lost input could change.
+POLICIES = ("best_effort", "nfp")
 ARRIVAL_LOG_HEADER = "arrival_ns,stream,ts\n"
 
 
@@ -84,6 +87,7 @@ class OrderedComponent(Component):
         for key in ("delay_profile", "arrival_log"):
             if key in params and not (isinstance(params[key], str) and params[key]):
                 problems.append(f"{key}: must be a file path")
+        problems += cls.check_policy(spec)
         if isinstance(params.get("delay_profile"), str):
             try:
                 load_profile(params["delay_profile"])
@@ -94,6 +98,11 @@ class OrderedComponent(Component):
     @classmethod
     def check_own_params(cls, spec: WorkerSpec) -> list[str]:
         return []
+
+    @classmethod
+    def check_policy(cls, spec: WorkerSpec) -> list[str]:
+        policy = spec.params.get("policy", POLICIES[0])
+        return [] if policy in POLICIES else [f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}"]
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -113,6 +122,9 @@ class OrderedComponent(Component):
         self._published_k = -1
         self.untimed_tuples = 0
         self.input_missed = 0
+        self.policy: str = self.params.get("policy", POLICIES[0])
+        self._input_ts: dict[str, int] = {}  # ts of the newest tuple read per input: one end of a loss's range
+        self.loss_reports = 0
 
     async def start(self) -> None:
         for name, stream in self.ctx.inputs.items():
@@ -151,6 +163,9 @@ class OrderedComponent(Component):
                 if page.missed:  # overwritten before this component read them: never silent
                     self.input_missed += page.missed
                     self.ctx.log.warning("%s: %d input tuples overwritten before processing", name, page.missed)
+                    self._report_missed(name, positions[name], page.indices, page.items)
+                elif page.items:
+                    self._note_read(name, page.items[-1])
                 if page.items:
                     positions[name] = page.indices[-1]
                     stream.mark_consumed(positions[name])
@@ -208,6 +223,8 @@ class OrderedComponent(Component):
             self.process(released.events)
         if released.late and self.late_output is not None:
             self.late_output.extend(released.late)
+        if released.late:
+            self._report_late(released.late)
         self._publish_meta()
 
     def _publish_meta(self, force: bool = False) -> None:
@@ -239,11 +256,51 @@ class OrderedComponent(Component):
         """Handle events in ``ts`` order (late ones included under ``deliver``)."""
         raise NotImplementedError
 
+    # --- lost input (detection policies) ---------------------------------------------
+
+    def input_lost(self, stream: str | None, count: int, ts_from: int | None, ts_to: int | None) -> None:
+        """``count`` tuples of ``stream`` (None: not known) were lost to this component.
+
+        Called for index gaps in an input (tuples missed upstream or overwritten) and
+        for events the ordering unit found late. The lost tuples' ts lie between
+        ``ts_from`` and ``ts_to`` when the input is in ts order (the ts of the tuples
+        received around the gap; None where there is none); a late event's range is
+        its own ts. Reports come before the events around them are processed. The
+        default only counts; a component whose ``policy`` is ``nfp`` overrides this
+        to withhold or mark the outputs the loss could change.
+        """
+        self.loss_reports += 1
+
+    def _note_read(self, stream: str, item: Tuple) -> None:
+        ts = item.get("ts")
+        if type(ts) is int:
+            self._input_ts[stream] = ts
+
+    def _report_missed(self, stream: str, after: int, indices: list[int], items: list[Tuple]) -> None:
+        """One ``input_lost`` per run of missing indices in a page read after index ``after``."""
+        expected = after + 1
+        for index, item in zip(indices, items, strict=True):
+            if index > expected:
+                ts = item.get("ts")
+                self.input_lost(stream, index - expected, self._input_ts.get(stream), ts if type(ts) is int else None)
+            expected = index + 1
+            self._note_read(stream, item)
+        if not items:
+            self.input_lost(stream, 0, self._input_ts.get(stream), None)
+
+    def _report_late(self, late: list[Tuple]) -> None:
+        for item in late:
+            ts = item.get("ts")
+            ts = ts if type(ts) is int else None
+            self.input_lost(None, 1, ts, ts)
+
     def counters(self) -> dict[str, Any]:
         return {
             "ordering": self.unit.metrics(),
             "untimed_tuples": self.untimed_tuples,
             "input_missed": self.input_missed,
+            "policy": self.policy,
+            "loss_reports": self.loss_reports,
         }
 
 

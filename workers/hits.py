@@ -18,6 +18,15 @@ so the referee never hits.
   sample's; it is emitted at once (no waiting for the peak).
 * When several players are within range, the one with the nearest sensor
   (3-D distance) is the hitter; such cases are counted as ``ambiguous``.
+* ``policy: nfp`` (docs/policies.md): a spike row is *in doubt* when ball rows
+  are missing in the spike (a ts step of several ball periods, or a reported
+  loss) or a player sensor that lost rows (its latest row older than 1.6
+  periods) could, having moved at up to 12 m/s since, have been nearer than
+  the hitter (or within range when nobody is). Such a hit is withheld, and
+  instead of it, or of a spike that found nobody while in doubt, a *doubt
+  marker* ``{"ts", "doubt": "hit", "sid", "x", "y", "z", "a"}`` (no
+  ``player``) goes out on BALLHITS, so possession and shots know a hit may
+  be missing there.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from pan.ordered import OrderedComponent
 from pan.streams import Tuple
 from pan.workflow import WorkerSpec
 from workers import debs
+from workers.nfp import BALL_GAP_PS, PLAYER_GAP_PS, Doubts, GapWatch
 
 OUTPUT = "BALLHITS"
 BALL_INPUT = "ACTIVEBALL"
@@ -37,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "radius_mm": 1000,
     "stale_ms": 250,
 }
+MAX_SPEED_MM_PER_PS = 12e-9  # 12 m/s: how far a sensor that lost rows may have moved since its latest one
 
 
 def player_streams() -> list[str]:
@@ -85,6 +96,12 @@ class BallHits(OrderedComponent):
         self.hits = 0
         self.ambiguous = 0
         self.unmatched_spikes = 0
+        self.nfp = self.policy == "nfp"
+        self.doubts = Doubts()
+        self.ball_gaps = GapWatch(BALL_GAP_PS, self.doubts)
+        self.spike_start = 0
+        self.withheld = 0
+        self.doubt_markers = 0
 
     def process(self, events: list[Tuple]) -> None:
         out: list[dict[str, Any]] = []
@@ -114,6 +131,8 @@ class BallHits(OrderedComponent):
             if sid not in balls:
                 self.other_sid += 1
                 continue
+            if self.nfp:
+                self.ball_gaps.see(sid, ts)
             if a < threshold:
                 if self.spike_sid is not None and not self.spike_done:
                     self.unmatched_spikes += 1
@@ -122,10 +141,18 @@ class BallHits(OrderedComponent):
             if self.spike_sid != sid:
                 if self.spike_sid is not None and not self.spike_done:
                     self.unmatched_spikes += 1
-                self.spike_sid, self.spike_done = sid, False
+                self.spike_sid, self.spike_done, self.spike_start = sid, False, ts
+                if self.nfp:
+                    self.doubts.forget_before(ts - debs.PS_PER_S)
             if self.spike_done:
                 continue
             player = self.hitter(ts, x, y, z)
+            if self.nfp and self.in_doubt(ts, x, y, z, player):
+                self.spike_done = True
+                self.withheld += player is not None
+                self.doubt_markers += 1
+                out.append({"ts": ts, "doubt": "hit", "sid": sid, "x": x, "y": y, "z": z, "a": a})
+                continue
             if player is None:
                 continue
             self.spike_done = True
@@ -151,9 +178,43 @@ class BallHits(OrderedComponent):
             self.ambiguous += 1
         return best
 
+    def in_doubt(self, ts: int, x: float, y: float, z: float, player: str | None) -> bool:
+        """Could lost rows have changed this spike row's outcome (``player``, None: nobody in range)?"""
+        if self.doubts.touches(self.spike_start - 1, ts):
+            return True
+        reach = self.radius_sq**0.5
+        if player is not None:
+            best = self.latest_distance(ts, x, y, z, player)
+            reach = min(reach, best)
+        for sid, (ts_s, xs, ys, zs) in self.latest.items():
+            age = ts - ts_s
+            if age <= PLAYER_GAP_PS or age < 0 or age > self.stale_ps + PLAYER_GAP_PS or self.owner[sid] == player:
+                continue
+            d = ((xs - x) ** 2 + (ys - y) ** 2 + (zs - z) ** 2) ** 0.5
+            if d - MAX_SPEED_MM_PER_PS * age <= reach:
+                return True
+        return False
+
+    def latest_distance(self, ts: int, x: float, y: float, z: float, player: str) -> float:
+        """Distance from the ball to ``player``'s nearest fresh sensor."""
+        oldest, best = ts - self.stale_ps, float("inf")
+        for sid in debs.PLAYER_SENSORS[player]:
+            row = self.latest.get(sid)
+            if row is not None and oldest <= row[0] <= ts:
+                best = min(best, ((row[1] - x) ** 2 + (row[2] - y) ** 2 + (row[3] - z) ** 2) ** 0.5)
+        return best
+
+    def input_lost(self, stream: str | None, count: int, ts_from: int | None, ts_to: int | None) -> None:
+        super().input_lost(stream, count, ts_from, ts_to)
+        if self.nfp:
+            self.doubts.add(ts_from, ts_to)
+            self.doubts.forget_before((ts_from or 0) - 10 * debs.PS_PER_S)
+
     def counters(self) -> dict[str, Any]:
         return {
             **super().counters(),
+            "hits_withheld": self.withheld,
+            "doubt_markers": self.doubt_markers,
             "hits": self.hits,
             "ambiguous_hits": self.ambiguous,
             "spikes_without_player": self.unmatched_spikes,

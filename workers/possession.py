@@ -28,6 +28,15 @@ Ties in ts are resolved by input position (INTERRUPTIONS, BALLHITS,
 ACTIVEBALL): an interruption ending at the instant of the restart kick lets
 that kick count.
 
+``policy: nfp`` (docs/policies.md): a finished possession is *uncertain* when
+lost input could have changed it: a doubt marker from the hit detector (a hit
+may be missing or withheld) within it, a step of the active ball's ts of
+several ball periods while the ball was in the pitch, or a reported loss
+(``input_lost``). Each possession is judged once the ball data has passed its
+end. ``BP_<player>`` tuples then also carry ``certain_ps`` and
+``uncertain_ps``: the player's judged possessions split by that verdict
+(``time_ps`` stays the best-effort figure). Team windows are not split.
+
 Outputs, "up to 50 Hz": event time is cut into 20 ms buckets; the first event
 of a new bucket is an emission point. ``BP_<player>`` is emitted there for the
 current holder (unless a hit already put out a value in that bucket), on
@@ -53,6 +62,7 @@ from pan.streams import Tuple
 from pan.workflow import WorkerSpec
 from workers import debs
 from workers.gametime import played
+from workers.nfp import BALL_GAP_PS, Doubts
 
 INPUTS = ["INTERRUPTIONS", "BALLHITS", "ACTIVEBALL"]
 BUCKET_PS = 20 * debs.PS_PER_MS
@@ -173,15 +183,32 @@ class PossessionComponent(OrderedComponent):
         super().__init__(ctx)
         self.state = Possession()
         self.bucket = -1
+        self.nfp = self.policy == "nfp"
+        self.doubts = Doubts()
+        self.ball_last: tuple[int, bool] | None = None  # ts and inside of the latest ACTIVEBALL row
+        self.unjudged: list[tuple[str, int, int, int]] = []
+        #: finished possessions (player, start, credited end, certain); all certain under best_effort
+        self.intervals: list[tuple[str, int, int, bool]] = []
+        self.judged_ps: dict[bool, dict[str, int]] = {v: dict.fromkeys(debs.PLAYERS, 0) for v in (True, False)}
 
     def process(self, events: list[Tuple]) -> None:
         state = self.state
         for ev in events:
+            if isinstance(ev, dict) and "doubt" in ev:  # from a hit detector under nfp: not a hit
+                if self.nfp and type(ev.get("ts")) is int:
+                    self.doubts.add(ev["ts"], ev["ts"])
+                continue
+            if self.nfp:
+                self.watch(ev)
             hitter = state.step(ev)
             ts = ev.get("ts") if isinstance(ev, dict) else None
             if type(ts) is not int:
                 continue
             if state.closes:
+                if self.nfp:
+                    self.unjudged += state.closes
+                else:
+                    self.intervals += [(p, start, end, True) for p, start, end, _at in state.closes]
                 self.closed(state.closes)
                 state.closes = []
             if hitter is not None:
@@ -194,6 +221,42 @@ class PossessionComponent(OrderedComponent):
 
     def closed(self, closes: list[tuple[str, int, int, int]]) -> None:
         """Possessions that just ended: (player, start, credited end, moment it ended)."""
+
+    def watch(self, ev: Tuple) -> None:
+        """nfp: an ACTIVEBALL row; a long ts step while the ball was in play is a doubt; judge what it passed."""
+        try:
+            ts, x, y = ev["ts"], ev["x"], ev["y"]
+            if "player" in ev or "event" in ev or type(ts) is not int:
+                return
+            inside = debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX
+        except (KeyError, TypeError):
+            return
+        last = self.ball_last
+        if last is not None and last[1] and ts - last[0] > BALL_GAP_PS and debs.half_of(last[0]) == debs.half_of(ts):
+            self.doubts.add(last[0], ts)
+        self.ball_last = (ts, inside)
+        self.judge(ts)
+
+    def judge(self, upto: int) -> None:
+        """Possessions that ended before ``upto`` (ball data reached past them) are certain or not."""
+        waiting = []
+        for player, start, end, at in self.unjudged:
+            if end >= upto:
+                waiting.append((player, start, end, at))
+                continue
+            certain = not self.doubts.touches(start, end)
+            self.intervals.append((player, start, end, certain))
+            self.judged_ps[certain][player] += end - start
+        self.unjudged = waiting
+        oldest = min([start for _, start, _, _ in waiting] + [upto], default=upto)
+        if self.state.holder is not None:
+            oldest = min(oldest, self.state.since)
+        self.doubts.forget_before(oldest)
+
+    def input_lost(self, stream: str | None, count: int, ts_from: int | None, ts_to: int | None) -> None:
+        super().input_lost(stream, count, ts_from, ts_to)
+        if self.nfp:
+            self.doubts.add(ts_from, ts_to)
 
     def hit(self, ts: int, player: str) -> None:
         """A counted hit."""
@@ -227,9 +290,11 @@ class PlayerPossession(PossessionComponent):
     def emit(self, ts: int, player: str) -> None:
         state = self.state
         self.emitted_bucket[player] = ts // BUCKET_PS
-        self.pending[player].append(
-            {"ts": ts, "player": player, "time_ps": state.time_of(player, ts), "hits": state.hits[player]}
-        )
+        item = {"ts": ts, "player": player, "time_ps": state.time_of(player, ts), "hits": state.hits[player]}
+        if self.nfp:
+            item["certain_ps"] = self.judged_ps[True][player]
+            item["uncertain_ps"] = self.judged_ps[False][player]
+        self.pending[player].append(item)
 
     def closed(self, closes: list[tuple[str, int, int, int]]) -> None:
         for player, _start, _end, at in closes:

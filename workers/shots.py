@@ -29,6 +29,12 @@ ball row).
   (workers/possession.py); such hits are counted as
   ``hits_while_interrupted``. An ``end`` at the ts of the restart kick comes
   first (input order), so the restart kick can be a shot.
+* ``policy: nfp`` (docs/policies.md). A doubt marker on BALLHITS (a hit may
+  be missing or was withheld there) ends a candidate or a running shot, as a
+  hit would. Ball rows missing on the path, a step of the ACTIVEBALL ts of
+  several ball periods or a reported loss, withhold a candidate (it is never
+  a shot) and end a running shot before the gap; counted as
+  ``shots_withheld`` and ``shots_cut``.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from pan.ordered import OrderedComponent
 from pan.streams import Tuple
 from pan.workflow import WorkerSpec
 from workers import debs
+from workers.nfp import BALL_GAP_PS, Doubts
 
 OUTPUT = "SHOTS"
 INPUTS = ["INTERRUPTIONS", "BALLHITS", "ACTIVEBALL"]
@@ -139,10 +146,19 @@ class Shots(OrderedComponent):
         self.hits = 0
         self.ignored_hits = 0
         self.out: list[dict[str, Any]] = []
+        self.nfp = self.policy == "nfp"
+        self.doubts = Doubts()  # reported losses
+        self.ball_ts: int | None = None  # ts of the latest ACTIVEBALL row
+        self.withheld = 0
+        self.cut = 0
 
     def process(self, events: list[Tuple]) -> None:
         for ev in events:
             try:
+                if "doubt" in ev:  # from a hit detector under nfp: not a hit
+                    if self.nfp:
+                        self.lose_path()
+                    continue
                 if "player" in ev:
                     self.on_hit(ev["ts"], ev["player"])
                 elif "event" in ev:
@@ -175,7 +191,23 @@ class Shots(OrderedComponent):
         self.hits += 1
         self.candidate = (player, ts)
 
+    def lose_path(self) -> None:
+        """nfp: input the shot depends on may be lost here; the candidate is withheld, a shot ends."""
+        if self.candidate is not None:
+            self.withheld += 1
+        elif self.current is not None:
+            self.cut += 1
+        self.end_shot()
+
     def on_ball(self, ev: Tuple) -> None:
+        if self.nfp:
+            ts, last = ev["ts"], self.ball_ts
+            if type(ts) is int:
+                self.ball_ts = ts
+                gap = last is not None and (ts - last > BALL_GAP_PS or self.doubts.touches(last, ts))
+                if gap and (self.candidate is not None or self.current is not None):
+                    self.lose_path()
+                self.doubts.forget_before(ts - debs.PS_PER_S)
         if self.candidate is None and self.current is None:
             return
         row = {f: ev[f] for f in ROW_FIELDS}
@@ -220,6 +252,12 @@ class Shots(OrderedComponent):
             self.last_bucket = bucket
         self.out.append({"ts": ts, "shot": self.current, "player": self.player, **row})
 
+    def input_lost(self, stream: str | None, count: int, ts_from: int | None, ts_to: int | None) -> None:
+        super().input_lost(stream, count, ts_from, ts_to)
+        if self.nfp:
+            self.doubts.add(ts_from, ts_to)
+
     def counters(self) -> dict[str, Any]:
-        return {**super().counters(), "shots": self.shot_id, "hits_seen": self.hits, "bad_tuples": self.bad,
+        return {**super().counters(), "shots": self.shot_id,
+                "shots_withheld": self.withheld, "shots_cut": self.cut, "hits_seen": self.hits, "bad_tuples": self.bad,
                 "hits_while_interrupted": self.ignored_hits, "in_shot": self.current is not None}
