@@ -514,7 +514,7 @@ class IngestServer:
             for stream, rows in batches.items():
                 last = rows[-1]
                 newest = last[_TS_COLUMN] if type(last) is list else last["ts"]  # type: ignore[call-overload]
-                state = states[stream]
+                state = states.get(stream) or self._state(stream)
                 promised = state.promised
                 if promised is not None and (state.newest is None or state.newest < promised):
                     behind = sum(1 for row in rows if _row_ts(row) < promised)
@@ -546,7 +546,7 @@ class IngestServer:
             if reason is None:
                 assert type(ts) is int
                 self.counters.promises += 1
-                state = self.streams[stream]
+                state = self._state(stream)
                 state.heard, state.idle = now, False
                 if ts >= END_OF_STREAM:
                     state.ended = True
@@ -576,7 +576,7 @@ class IngestServer:
             return problem
         if not 0 <= ts <= END_OF_STREAM:  # type: ignore[operator]
             return TS_OUT_OF_RANGE
-        state = self.streams[stream]
+        state = self._state(stream)
         carrier = state.carrier
         if carrier is not None and carrier is not conn and carrier.open:
             return NOT_SENDER
@@ -586,6 +586,13 @@ class IngestServer:
         return None if ts <= reference + self._promise_ahead else TOO_FAR_AHEAD  # type: ignore[operator]
 
     # --- idleness at the edge ---------------------------------------------------------
+
+    def _state(self, stream: str) -> StreamState:
+        """A stream's state, made on first use (a server may admit streams it was not told of)."""
+        state = self.streams.get(stream)
+        if state is None:
+            state = self.streams[stream] = StreamState(heard=time.monotonic())
+        return state
 
     def _restart_idle_timers(self, now: float) -> None:
         """Every stream gets a fresh ``idle_after_ms``: after a pause of everyone, or a stall of this process."""
