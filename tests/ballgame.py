@@ -186,7 +186,8 @@ def _run_pipeline(folder: Path, interruptions: list[tuple[int, int]], params: di
 def generate(minutes: float, seed: int) -> Path:
     folder = _root() / f"m{minutes}-s{seed}"
     if not (folder / "full-game").is_file():
-        subprocess.run([PAN, "generate", "--minutes", str(minutes), "--seed", str(seed), "--out", str(folder)],
+        subprocess.run([PAN, "generate", "--exact", "--minutes", str(minutes), "--seed", str(seed), "--out",
+                        str(folder)],
                        check=True, capture_output=True)
     return folder
 

@@ -22,7 +22,8 @@ OFFLINE = {"initial_k": 10**12, "window": 10**9}
 
 def generate(out: Path, minutes: float, seed: int) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "pan", "generate", "--minutes", str(minutes), "--seed", str(seed), "--out", str(out)],
+        [sys.executable, "-m", "pan", "generate", "--exact", "--minutes", str(minutes), "--seed", str(seed),
+         "--out", str(out)],
         check=True, capture_output=True,
     )
     return out
@@ -133,3 +134,40 @@ def load_match(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "last_ts": int(rows[-1, 1]),
     })
     return _MATCH
+
+
+def run_q1(folder: Path) -> dict[str, list[dict[str, Any]]]:
+    """player_average -> running over a whole generated match, block by block (memory stays flat).
+
+    Each component's ``process`` gets its input in ts order, as an ordering
+    unit with no late events delivers it; returns the ``RUNAGG_wholeGame_*``
+    streams.
+    """
+    import gc
+
+    import orjson
+
+    from tests.ballgame import as_events, iter_rows
+
+    avg = build_component("player_average", dict(OFFLINE), buffer_size=400_000)
+    run = build_component("running", dict(OFFLINE), buffer_size=100)
+    readers = {name: -1 for name in avg.ctx.outputs if not name.endswith("_late")}
+    sids = np.array(sorted(SENSOR_OWNER))
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for rows in iter_rows(folder / "full-game"):
+            avg.process(as_events(rows[np.isin(rows[:, 0], sids)]))
+            new: list[dict[str, Any]] = []
+            for name, after in readers.items():
+                buf = avg.ctx.outputs[name].buffer
+                page = buf.read(after, oldest=buf.capacity)
+                if page.items:
+                    readers[name] = page.indices[-1]
+                    new += [orjson.loads(item) for item in page.items]
+            new.sort(key=lambda t: t["ts"])
+            run.process(new)
+    finally:
+        if was:
+            gc.enable()
+    return {name: output_tuples(run, name) for name in run.ctx.outputs if name.startswith("RUNAGG_wholeGame_")}

@@ -66,7 +66,7 @@ def tuples(out: Path, stream: str) -> list[dict[str, Any]]:
 def match(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A 1-minute generated match (63 kicks, 1 shot), split per sensor with Spark."""
     root = tmp_path_factory.mktemp("debs")
-    pan("generate", "--minutes", "1", "--seed", "21", "--out", str(root / "game"))
+    pan("generate", "--exact", "--minutes", "1", "--seed", "21", "--out", str(root / "game"))
     pan("split", str(root / "game" / "full-game"), "--out", str(root / "split"))
     return {"game": root / "game", "split": root / "split", "tmp": root}
 

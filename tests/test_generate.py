@@ -75,7 +75,7 @@ class Match:
 @pytest.fixture(scope="module")
 def match(tmp_path_factory: pytest.TempPathFactory) -> Match:
     out = tmp_path_factory.mktemp("match")
-    assert main(["generate", "--minutes", str(MINUTES), "--seed", str(SEED), "--out", str(out)]) == 0
+    assert main(["generate", "--exact", "--minutes", str(MINUTES), "--seed", str(SEED), "--out", str(out)]) == 0
     return Match(out)
 
 
@@ -266,13 +266,13 @@ def test_longer_matches_continue_into_the_second_half() -> None:
 
 
 def test_rejects_nonpositive_minutes(tmp_path: Path) -> None:
-    assert main(["generate", "--minutes", "0", "--out", str(tmp_path)]) == 2
+    assert main(["generate", "--exact", "--minutes", "0", "--out", str(tmp_path)]) == 2
 
 
 @pytest.mark.slow
 def test_second_half_has_ball_12_and_real_timestamps(tmp_path: Path) -> None:
     minutes = (HALF1[1] - HALF1[0]) / 60e12 + 0.2
-    assert main(["generate", "--minutes", f"{minutes:.4f}", "--seed", "2", "--out", str(tmp_path)]) == 0
+    assert main(["generate", "--exact", "--minutes", f"{minutes:.4f}", "--seed", "2", "--out", str(tmp_path)]) == 0
     with open(tmp_path / "full-game", "rb") as f:
         f.seek(-20_000_000, 2)
         tail = load_rows_from(f.read())
