@@ -369,6 +369,8 @@ class OrderingUnit:
         # stream has progressed, never how late its events are, so it is not a delay reference.
         self._promised: list[int | None] = [None] * len(streams)
         self._ended = [False] * len(streams)
+        self._n_ended = 0
+        self._prog: list[int | None] = [None] * len(streams)  # max(largest ts, promise) per stream
 
         self._bts: list[list[int]] = [[] for _ in streams]
         self._bev: list[list[dict]] = [[] for _ in streams]
@@ -469,8 +471,12 @@ class OrderingUnit:
         old = self._max_ts[pos]
         if old is None or hi > old:
             self._max_ts[pos] = hi
+            prog = self._prog[pos]
+            if prog is None or hi > prog:
+                self._prog[pos] = hi
         if self._ended[pos]:  # the stream goes on after its end after all
             self._ended[pos] = False
+            self._n_ended -= 1
             self._refresh_clock()
         if self._watermark:
             return self._push_watermark(pos, tss, old, in_order)
@@ -557,6 +563,7 @@ class OrderingUnit:
             if self._ended[pos]:
                 return Released()
             self._ended[pos] = True
+            self._n_ended += 1
             if self.ended:
                 self._end_flushes += 1
                 return self._release(everything=True)
@@ -566,6 +573,9 @@ class OrderingUnit:
         if current is not None and ts <= current:
             return Released()
         self._promised[pos] = ts
+        prog = self._prog[pos]
+        if prog is None or ts > prog:
+            self._prog[pos] = ts
         if self._watermark:
             return self._advance_watermark()
         if self._is_clock[pos] and not self._ended[pos]:
@@ -575,7 +585,7 @@ class OrderingUnit:
     @property
     def ended(self) -> bool:
         """Every input has promised its end (and sent nothing since)."""
-        return all(self._ended)
+        return self._n_ended == len(self._ended)
 
     @property
     def release_limit(self) -> int | None:
@@ -591,10 +601,7 @@ class OrderingUnit:
 
     def _progress(self, pos: int) -> int | None:
         """How far a stream is known to have come: its largest ts or promise."""
-        seen, promised = self._max_ts[pos], self._promised[pos]
-        if promised is None:
-            return seen
-        return promised if seen is None or promised > seen else seen
+        return self._prog[pos]
 
     def _refresh_clock(self) -> None:
         """Max mode: the clock streams still running; once all have ended, the fallback streams take over."""
@@ -631,7 +638,9 @@ class OrderingUnit:
         """Move clk to the minimum progress over streams that have not ended (unseen ones block)."""
         if self.ended:
             return self._release(everything=True)
-        progress = [self._progress(i) for i, e in enumerate(self._ended) if not e]
+        progress = self._prog
+        if self._n_ended:
+            progress = [p for p, e in zip(progress, self._ended, strict=True) if not e]
         if None in progress:
             return Released()
         watermark = min(progress)  # type: ignore[type-var]
