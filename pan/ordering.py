@@ -558,7 +558,7 @@ class OrderingUnit:
         if pos is None:
             raise ValueError(f"unknown input stream {stream!r}")
         if not _is_int(ts):
-            raise ValueError(f"{stream}: a promise must be integer picoseconds, got {ts!r}")
+            return Released()  # not a promise (a producer's meta is not trusted to be well-formed)
         if ts >= END_OF_STREAM:
             if self._ended[pos]:
                 return Released()
