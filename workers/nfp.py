@@ -24,11 +24,6 @@ BALL_GAP_PERIODS = 3
 PLAYER_GAP_PERIODS = 1.6
 
 
-def nfp_params(params: dict[str, Any]) -> bool:
-    """Is the component's detection policy ``nfp``?"""
-    return params.get("policy") == "nfp"
-
-
 class Doubts:
     """Event-time ranges ``(lo, hi)`` in which input may have been lost."""
 
