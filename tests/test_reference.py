@@ -9,6 +9,7 @@ cases are in tests/test_reference_q2.py.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,16 @@ def sensor_rows(sid: int, start: int, stop: int, x: int, y: int, v: int) -> list
     return [f"{sid},{ts},{x},{y},0,{v},0,10000,0,0,0,0,0" for ts in range(start, stop, ROW_PS)]
 
 
-# A2 (sensors 47, 16) runs at 2.5 m/s (9 km/h, trot) for 3 s inside the first half.
+def running_rows(sid: int, start: int, stop: int, v: int) -> list[str]:
+    """A sensor running along x from (20000, 0) mm at ``start`` at ``v`` µm/s, rows every 5 ms from ``start``.
+
+    Positions are whole mm (rounded half up), so four rows later it is always exactly ``v`` * 20 ms further.
+    """
+    return [f"{sid},{ts},{20000 + ((ts - RUN_START) * v // 10**14 + 5) // 10},0,0,{v},0,10000,0,0,0,0,0"
+            for ts in range(start, stop, ROW_PS)]
+
+
+# A2 (sensors 47, 16) runs along x at 2.5 m/s (9 km/h, trot) for 3 s inside the first half.
 RUN_START = S1 + 10 * PS_PER_S
 RUN_STOP = RUN_START + 3 * PS_PER_S
 V = 2_500_000
@@ -76,8 +86,8 @@ def hand_made(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     data = tmp_path_factory.mktemp("hand-split")
     files = {
-        47: sensor_rows(47, RUN_START, RUN_STOP, 20000, 0, V),
-        16: sensor_rows(16, RUN_START + PS_PER_MS, RUN_STOP, 20000, 0, V),
+        47: running_rows(47, RUN_START, RUN_STOP, V),
+        16: running_rows(16, RUN_START + PS_PER_MS, RUN_STOP, V),
         65: sensor_rows(65, STAND_START, STAND_STOP, 1000, 0, 0),
         66: sensor_rows(66, STAND_START, SIXTY_SIX_STOP, 3000, 0, 0),
         67: sensor_rows(67, STAND_START, STAND_STOP, 30000, EDGE_Y, 0),
@@ -105,7 +115,8 @@ def test_constant_speed_gives_exact_running_analysis(hand_made: Path) -> None:
     average = read_stream(hand_made, "A2")
     assert [t["ts"] for t in average] == list(range(first, last + 1, SLOT))
     assert [t["i"] for t in average] == list(range(len(average)))
-    assert all((t["x"], t["y"], t["v"]) == (20000.0, 0.0, float(V)) for t in average)
+    assert all((t["y"], t["v"]) == (0.0, float(V)) for t in average)
+    assert {b["x"] - a["x"] for a, b in itertools.pairwise(average)} == {50.0}  # 2.5 m/s: 50 mm a slot
     run = read_stream(hand_made, "RUN_A2")
     assert len(run) == slots and {t["intensity"] for t in run} == {"trot"}
     assert run[-1] == {
@@ -140,10 +151,16 @@ def test_standing_in_one_cell_gives_exact_heat_maps(hand_made: Path) -> None:
                 expected[c] = 100.0
                 assert all(t["cells"] == expected for t in tuples), (window, grid, player)
     assert read_stream(hand_made, "HM_1min_8x13_A1") == []
-    # A2 ran at x = 20000 mm, y = 0 from game second 10 on: boundaries 1..10 are all zeros, then one cell.
+    # A2 ran along y = 0 from x = 20000 mm at game second 10, at 2.5 m/s: boundaries 1..10 are all zeros; at 12 s
+    # each cell of row 49 holds the share of the 5 m it ran in the cell's 820 mm (within a 20 ms slot: 1%).
     a2 = read_stream(hand_made, "HM_wholeGame_64x100_A2")
     assert [t["ts"] for t in a2] == [S1 + n * PS_PER_S for n in range(1, 13)]
-    assert all(not any(t["cells"]) for t in a2[:10]) and a2[11]["cells"][24 * 100 + 49] == 100.0
+    assert all(not any(t["cells"]) for t in a2[:10])
+    width = 52483 / 64
+    ran = {ix * 100 + 49: max(0.0, min(25000, (ix + 1) * width) - max(20000, ix * width)) / 5000 * 100
+           for ix in range(64)}
+    assert all(abs(a2[11]["cells"][c] - ran.get(c, 0.0)) <= 1.0 for c in range(6400))
+    assert sum(ran.values()) == pytest.approx(100.0) and sum(a2[11]["cells"]) == pytest.approx(100.0)
 
 
 def test_half_time_and_gaps_equal_the_streaming_components(hand_made: Path) -> None:

@@ -21,8 +21,19 @@ S2, E2 = SECOND_HALF
 STEP = 20 * PS_PER_MS
 
 
-def sample(player: str, ts: int, v: float, x: float = 0.0, y: float = 0.0) -> dict[str, Any]:
-    return {"ts": ts, "player": player, "x": x, "y": y, "z": 0.0, "v": v, "a": 0.0}
+def sample(player: str, ts: int, x: float = 0.0, y: float = 0.0) -> dict[str, Any]:
+    """A player_average tuple; its ``v`` (mean sensor |v|) is deliberately nonsense: Q1 must not use it."""
+    return {"ts": ts, "player": player, "x": x, "y": y, "z": 0.0, "v": 99e6, "a": 0.0}
+
+
+def along_x(player: str, steps: list[tuple[int, float]]) -> list[dict[str, Any]]:
+    """Samples at the given ts, moving along x: each at ``v`` µm/s (metres per second * 1e6) until the next."""
+    out, x = [], 1000.0
+    for n, (ts, v) in enumerate(steps):
+        out.append(sample(player, ts, x))
+        if n + 1 < len(steps):
+            x += v * (steps[n + 1][0] - ts) / 1e15  # mm
+    return out
 
 
 def build(**params: Any):
@@ -54,7 +65,7 @@ def test_outputs_and_params() -> None:
 def test_constant_speed_gives_exact_times_and_distances() -> None:
     comp = build(players=["A2"])
     v = 5_000_000  # 5 m/s = 18 km/h: high
-    comp.process([sample("A2", S1 + n * STEP, v) for n in range(-50, 90 * 50 + 1)])
+    comp.process(along_x("A2", [(S1 + n * STEP, v) for n in range(-50, 90 * 50 + 1)]))
     agg = {w: output_tuples(comp, f"RUNAGG_{w}_A2")[-1] for w in ("1min", "5min", "wholeGame")}
     assert agg["wholeGame"]["ts"] == S1 + 90 * PS_PER_S
     times, dist = totals(agg["wholeGame"])
@@ -71,8 +82,7 @@ def test_constant_speed_gives_exact_times_and_distances() -> None:
 
 def test_windows_slide_exactly() -> None:
     comp = build(players=["A2"], windows=["1min"])
-    evs = [sample("A2", S1 + n * STEP, 5_000_000 if n < 30 * 50 else 0) for n in range(90 * 50 + 1)]
-    comp.process(evs)
+    comp.process(along_x("A2", [(S1 + n * STEP, 5_000_000 if n < 30 * 50 else 0) for n in range(90 * 50 + 1)]))
     out = {t["ts"]: t for t in output_tuples(comp, "RUNAGG_1min_A2")}
     # At 70.02 s the window holds the current partial second and 59 whole ones: seconds 11..70.
     times, dist = totals(out[S1 + 70 * PS_PER_S + STEP])
@@ -91,7 +101,7 @@ def test_only_game_time_counts() -> None:
     ts = [S1 - 3 * PS_PER_S + n * STEP for n in range(5 * 50)]  # 3 s before kick-off to 2 s after
     ts += [E1 - 2 * PS_PER_S + n * STEP for n in range(6 * 50)]  # across the end of the first half
     ts += [S2 - PS_PER_S + n * STEP for n in range(3 * 50)]  # across the second kick-off
-    comp.process([sample("A2", t, v) for t in ts])
+    comp.process(along_x("A2", [(t, v) for t in ts]))
     whole = output_tuples(comp, "RUNAGG_wholeGame_A2")
     first_end = max(t for t in ts if t < S2)
     counted = (ts[5 * 50 - 1] - S1) + (E1 - (E1 - 2 * PS_PER_S)) + (ts[-1] - S2)
@@ -110,12 +120,12 @@ def test_only_game_time_counts() -> None:
 def test_run_segments_change_with_intensity_and_gaps() -> None:
     comp = build(players=["A2"], windows=["wholeGame"])
     speeds = [0] * 50 + [8_000_000] * 50 + [0] * 50  # 1 s standing, 1 s sprint (28.8 km/h), standing
-    evs = [sample("A2", S1 + n * STEP, v) for n, v in enumerate(speeds)]
+    steps = [(S1 + n * STEP, v) for n, v in enumerate(speeds)]
     t = S1 + 149 * STEP
-    evs.append(sample("A2", t + PS_PER_S, 0))  # a gap of exactly 1 s: still counted, standing
-    evs.append(sample("A2", t + 2 * PS_PER_S + 1, 8_000_000))  # a gap over 1 s: not counted
-    evs.append(sample("A2", t + 2 * PS_PER_S + 1 + STEP, 0))
-    comp.process(evs)
+    steps.append((t + PS_PER_S, 4_000_000))  # after a gap of exactly 1 s standing (counted) ...
+    steps.append((t + 2 * PS_PER_S + 1, 8_000_000))  # ... one over 1 s, covering 4 m: not counted
+    steps.append((t + 2 * PS_PER_S + 1 + STEP, 0))
+    comp.process(along_x("A2", steps))
     runs = output_tuples(comp, "RUN_A2")
     last_of = {}
     for r in runs:
@@ -135,13 +145,13 @@ def test_run_segments_change_with_intensity_and_gaps() -> None:
 
 def test_bad_samples_are_counted_not_fatal() -> None:
     comp = build(players=["A2"])
-    good = [sample("A2", S1 + n * STEP, 1_000_000) for n in range(10)]
+    good = along_x("A2", [(S1 + n * STEP, 1_000_000) for n in range(10)])
     comp.process([
         *good[:5],
-        {"ts": S1 + 4 * STEP + 1, "player": "A2"},            # no v
+        {"ts": S1 + 4 * STEP + 1, "player": "A2"},            # no position
         {**good[5], "ts": "x"},                               # ts not an int
-        {**good[5], "v": math.nan},                           # not finite
-        {**good[5], "v": -1.0},                               # negative
+        {**good[5], "x": math.nan},                           # not finite
+        {**good[5], "y": "0"},                                # not a number
         {**good[5], "player": "Z9"},                          # not ours
         {**good[5], "player": ["A2"]},                        # unhashable name
         good[4],                                              # same ts again
@@ -152,16 +162,48 @@ def test_bad_samples_are_counted_not_fatal() -> None:
     assert output_tuples(comp, "RUNAGG_wholeGame_A2")[-1]["trot_time_ps"] == 9 * STEP
 
 
+def test_distance_is_the_path_of_the_averaged_position_not_the_sensors_speed() -> None:
+    """A goalkeeper walks 1 m/s along x while swinging both hands (issue 11, fix 10).
+
+    The hand sensors report 6 m/s and move 0.4 m to either side, mirror images of each other, so the mean of
+    the four sensors walks exactly the body's straight line: 10 m in 10 s, at 3.6 km/h (trot). The mean
+    sensor |v| (3.5 m/s) would make it 35 m of low-speed running.
+    """
+    from tests.match_feed import run_players
+
+    rows = []
+    for k in range(-100, 2001):  # 200 Hz, from 0.5 s before kick-off to 10 s after
+        ts = S1 + k * 5 * PS_PER_MS
+        body = 20000 + 5 * k  # mm: 1 m/s
+        swing = round(400 * math.sin(2 * math.pi * k / 160))  # 0.8 s period
+        for sid, x, y, v in ((13, body, -150, 1_000_000), (14, body, 150, 1_000_000),  # legs
+                             (97, body + swing, -400 + swing, 6_000_000), (98, body - swing, 400 - swing, 6_000_000)):
+            rows.append({"sid": sid, "ts": ts, "x": x, "y": y, "z": 100, "v": v, "a": 0})
+    averaged = run_players(rows, ["A1"])["A1"]
+    assert {t["y"] for t in averaged} == {0.0}
+    comp = build(players=["A1"], windows=["wholeGame"])
+    comp.process([{k: v for k, v in t.items() if k != "i"} for t in averaged])
+    whole = output_tuples(comp, "RUNAGG_wholeGame_A1")[-1]
+    times, dist = totals(whole)
+    walked = (whole["ts"] - S1) / PS_PER_S  # metres at 1 m/s
+    assert walked > 9.9 and set(times) == set(BANDS) and times["trot"] == whole["ts"] - S1
+    assert dist["trot"] == pytest.approx(walked, rel=1e-6) and sum(dist.values()) == dist["trot"]
+    runs = output_tuples(comp, "RUN_A1")
+    assert {r["intensity"] for r in runs} == {"trot"} and runs[-1]["speed"] == pytest.approx(3.6, rel=1e-6)
+
+
 def random_samples(seed: int, players: list[str], seconds: int) -> list[dict[str, Any]]:
     rnd = random.Random(seed)
     out = []
     for p in players:
-        v = 0.0
+        v, heading, x, y = 0.0, 0.0, rnd.uniform(0, 52483), rnd.uniform(-33960, 33965)
         for n in range(seconds * 50):
+            v = min(max(0.0, v + rnd.gauss(0, 300_000)), 9e6)  # µm/s
+            heading += rnd.gauss(0, 0.2)
+            x, y = x + v * STEP / 1e15 * math.cos(heading), y + v * STEP / 1e15 * math.sin(heading)
             if rnd.random() < 0.01:
                 continue  # a missing slot
-            v = min(max(0.0, v + rnd.gauss(0, 300_000)), 9e6)
-            out.append(sample(p, S1 - PS_PER_S + n * STEP, v, rnd.uniform(0, 52483), rnd.uniform(-33960, 33965)))
+            out.append(sample(p, S1 - PS_PER_S + n * STEP, x, y))
     out.sort(key=lambda s: s["ts"])
     return out
 
@@ -201,8 +243,8 @@ def test_generated_match(match: dict[str, Any]) -> None:
         assert 0 < metres <= 10.0 * covered / PS_PER_S, p  # never above 36 km/h on average
         runs = output_tuples(comp, f"RUN_{p}")
         assert max(r["speed"] for r in runs) <= 36.0, p
-        # Distance from |v| agrees with the distance along the averaged positions.
-        pairs = itertools.pairwise(streams[p])
-        path = sum(math.hypot(b["x"] - a["x"], b["y"] - a["y"]) for a, b in pairs if a["ts"] >= S1) / 1000
-        # Goalkeepers' hands move more than their body: looser for them.
-        assert metres == pytest.approx(path, rel=0.15 if p in ("A1", "B1") else 0.03), p
+        # The distance is the path length of the averaged position, goalkeepers included (the part of each
+        # step within play; the rest is nm rounding).
+        path = sum(math.hypot(b["x"] - a["x"], b["y"] - a["y"]) * (min(b["ts"], E1) - max(a["ts"], S1))
+                   / (b["ts"] - a["ts"]) for a, b in itertools.pairwise(streams[p]) if b["ts"] > S1) / 1000
+        assert metres == pytest.approx(path, rel=1e-6), p

@@ -1,8 +1,11 @@
 """Batch reference for Q1 (running analysis) in Spark DataFrames.
 
 Rules from docs/q1-q3.md, computed without the streaming component:
-- each counted part (interval clipped to a half) has the band of its earlier
-  sample and ``nm = sum over its pieces of floor(v * d / 1e9)``;
+- an interval between consecutive samples runs at the speed of the straight
+  step between their (x, y) positions: ``sqrt(dx*dx + dy*dy) * 1e15 / dt``
+  µm/s (distance is the path length of the averaged position);
+- each counted part (interval clipped to a half) has that speed's band and
+  ``nm = sum over its pieces of floor(v * d / 1e9)``;
 - segments are gaps-and-islands: a part starts a new one unless it continues
   the previous part (same band, previous ``hi == lo``);
 - a tuple is emitted after a part whose ``ceil(hi / period)`` is new;
@@ -43,9 +46,15 @@ def _ceil_div(col: str, q: int) -> Any:
 
 def counted_parts(samples: Any, players: list[str]) -> Any:
     """Counted parts of ``players``: (player, lo, hi, offset, band, nm, pieces[(n, d, nm)])."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from_players = samples.where(F.col("player").isin(players)).select("player", "ts", F.col("v").cast("double"))
+    w = Window.partitionBy("player").orderBy("ts")
+    x, y = F.col("x").cast("double"), F.col("y").cast("double")
+    dx, dy = F.lead(x).over(w) - x, F.lead(y).over(w) - y
+    dt = (F.lead("ts").over(w) - F.col("ts")).cast("double")
+    step_v = F.sqrt(dx * dx + dy * dy) * F.lit(1e15) / dt  # null for a player's last sample (no interval)
+    from_players = samples.where(F.col("player").isin(players)).select("player", "ts", step_v.alias("v"))
     pt = parts(intervals(from_players, ["v"]).withColumn("band", band_column()))
     pt = pt.withColumn("pieces", piece_columns(F.col("v")))
     nm = F.aggregate("pieces", F.lit(0).cast("long"), lambda acc, p: acc + p["nm"])

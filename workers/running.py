@@ -2,9 +2,13 @@
 
 Input: the ``player_average`` streams (one sample per player per 20 ms).
 Exact rules (docs/q1-q3.md):
-- The time between consecutive samples of a player, ``[t_k, t_k+1)``, runs at
-  the earlier sample's speed ``v`` (µm/s) and band. Only its game time counts
-  (``workers.gametime``); gaps longer than 1 s count nothing.
+- Distance is the path length of the player's averaged position, not sensor
+  |v| x time: a goalkeeper's swinging hands move the hand sensors, not the
+  player. The time between consecutive samples of a player, ``[t_k, t_k+1)``,
+  runs at the speed of the straight step between them: ``v = sqrt(dx² + dy²)
+  * 1e15 / (t_k+1 - t_k)`` µm/s from their x, y (mm; on the ground, so a
+  sensor's height does not count), and that speed gives its band. Only its
+  game time counts (``workers.gametime``); gaps longer than 1 s count nothing.
 - That time is cut into pieces at game seconds; a piece of ``d`` ps covers
   ``floor(v * d / 1e9)`` nm. Integer ps and nm are summed, so sums never drift
   and old buckets leave a window exactly.
@@ -80,7 +84,7 @@ class _Window:
 class _Player:
     __slots__ = (
         "agg_slot", "band", "bucket", "last_ts", "name", "run", "run_slot", "seg_band", "seg_nm", "seg_start",
-        "seg_stop", "v", "windows",
+        "seg_stop", "v", "windows", "x", "y",
     )
 
     def __init__(self, name: str, run: OutputStream, windows: list[_Window]) -> None:
@@ -88,7 +92,8 @@ class _Player:
         self.run = run
         self.windows = windows
         self.last_ts: int | None = None
-        self.v = 0.0
+        self.x = self.y = 0.0  # position of the latest sample (mm)
+        self.v = 0.0  # speed of the step being accounted (µm/s)
         self.band = 0
         self.bucket: list[Any] | None = None
         self.seg_band = -1
@@ -142,10 +147,14 @@ class Running(PlayerStreamsComponent):
             if st is None:
                 self.foreign += 1
                 continue
-            ts, v = ev.get("ts"), ev.get("v")
-            if type(ts) is not int or type(v) not in (int, float) or not (0 <= v < math.inf):
+            ts, x, y = ev.get("ts"), ev.get("x"), ev.get("y")
+            if (
+                type(ts) is not int or type(x) not in (int, float) or type(y) not in (int, float)
+                or not (math.isfinite(x) and math.isfinite(y))
+            ):
                 self.bad += 1
                 continue
+            x, y = float(x), float(y)
             last = st.last_ts
             if last is not None:
                 if ts <= last:
@@ -154,10 +163,12 @@ class Running(PlayerStreamsComponent):
                 if ts - last > MAX_GAP_PS:
                     self.gaps += 1
                 else:
+                    dx, dy = x - st.x, y - st.y
+                    st.v = math.sqrt(dx * dx + dy * dy) * 1e15 / (ts - last)
+                    st.band = band_of(st.v)
                     for lo, hi, offset in clipped(last, ts):
                         self._account(st, lo, hi, offset)
-            st.last_ts, st.v = ts, float(v)
-            st.band = band_of(st.v)
+            st.last_ts, st.x, st.y = ts, x, y
 
     def _account(self, st: _Player, lo: int, hi: int, offset: int) -> None:
         """Add the counted interval ``[lo, hi)`` (ts; ``g = ts - offset``) and emit."""
