@@ -43,6 +43,24 @@ def true_cell(x: float, y: float, nx: int, ny: int) -> int:
     return int(ix) * ny + int(iy)
 
 
+def test_joint_cells_give_each_grids_own_cell() -> None:
+    """The component keeps one joint cell per sample; it must name the cell each grid's own bounds give."""
+    from workers.heatmap import _TABLES, grid_cell, joint_cell
+
+    rnd = random.Random(4)
+    points = [(rnd.uniform(-2000, 55000), rnd.uniform(-36000, 36000)) for _ in range(20_000)]
+    for nx, ny in GRIDS.values():  # next to every edge of every grid, and on it
+        for k in range(nx + 1):
+            edge = X_MIN + (X_MAX - X_MIN) * k / nx
+            points += [(edge + d, 0.0) for d in (-1e-6, 0.0, 1e-6, -1e-9, 1e-9)]
+        for k in range(ny + 1):
+            edge = Y_MIN + (Y_MAX - Y_MIN) * k / ny
+            points += [(1000.0, edge + d) for d in (-1e-6, 0.0, 1e-6, -1e-9, 1e-9)]
+    for grid, (nx, ny) in GRIDS.items():
+        table = _TABLES[grid]
+        assert all(table[joint_cell(x, y)] == grid_cell(x, y, nx, ny) for x, y in points), grid
+
+
 def test_every_grid_cuts_the_pitch_with_its_own_bounds() -> None:
     """A player stands 1 s next to each edge of every 8x13 row: each grid finds the cell it stands in (fix 4).
 

@@ -9,9 +9,9 @@ Input: the ``player_average`` streams. Exact rules (docs/q1-q3.md):
   clamped to the border cells; index ``ix * ny + iy``. (Summing a coarse grid
   from 64x100 would be exact only where 64x100 nests in it: 100 rows do not
   split into 13.)
-- Counts are integer ps in per-game-second buckets of touched cells only; a
-  bucket's key is the sample's cell in every selected grid at once (a tuple),
-  so one sparse dict serves all grids.
+- Counts are integer ps in per-game-second buckets of touched cells only,
+  keyed by a *joint cell* that fixes the sample's cell in every grid
+  (``joint_cell``), so one sparse dict serves all grids.
 - At every game second ``G = n s`` (n >= 1, once the player's data reaches its
   event time) each window W emits buckets ``[n - W, n)``: ``HM_<w>_<nx>x<ny>_<p>``
   with ``cells[c] = count[c] / total * 100`` (all 0.0 while total is 0).
@@ -55,6 +55,42 @@ def fine_cell(x: float, y: float) -> int:
     return grid_cell(x, y, FINE_X, FINE_Y)
 
 
+def joint_cell(x: float, y: float) -> int:
+    """``fine * 13 + row13``: the 64x100 cell and the 8x13 row of (x, y), which fix the cell of every grid.
+
+    Three floors instead of eight: the 8, 16 and 32 columns and the 25 and 50
+    rows nest in 64 and 100, and in doubles too ``floor((x - X_MIN) * 8 / span)``
+    is ``floor((x - X_MIN) * 64 / span) // 8`` (scaling by a power of two is
+    exact, so ``fl(64 u / span) = 8 fl(8 u / span)``; likewise 100 = 4 x 25 =
+    2 x 50), so each such cell is the one its own bounds give. 13 rows do not
+    nest in 100 and get their own floor.
+    """
+    u = x - X_MIN
+    w = y - Y_MIN
+    ix = math.floor(u * FINE_X / X_SPAN)
+    iy = math.floor(w * FINE_Y / Y_SPAN)
+    i13 = math.floor(w * 13 / Y_SPAN)
+    ix = 0 if ix < 0 else FINE_X - 1 if ix >= FINE_X else ix
+    iy = 0 if iy < 0 else FINE_Y - 1 if iy >= FINE_Y else iy
+    i13 = 0 if i13 < 0 else 12 if i13 >= 13 else i13
+    return (ix * FINE_Y + iy) * 13 + i13
+
+
+def joint_to_grid(nx: int, ny: int) -> list[int]:
+    """Joint cell -> cell of the nx x ny grid (nx divides 64; ny divides 100 or is 13)."""
+    table = []
+    for joint in range(FINE_X * FINE_Y * 13):
+        fine, i13 = divmod(joint, 13)
+        ix, iy = divmod(fine, FINE_Y)
+        row = i13 if ny == 13 else iy // (FINE_Y // ny)
+        table.append(ix // (FINE_X // nx) * ny + row)
+    return table
+
+
+_TABLES = {name: joint_to_grid(nx, ny) for name, (nx, ny) in GRIDS.items()}
+assert all(FINE_X % nx == 0 and (FINE_Y % ny == 0 or ny == 13) for nx, ny in GRIDS.values())
+
+
 #: A heat-map tuple as ``encode`` would write it: i, ts, player (JSON), cells (JSON).
 _TUPLE = b'{"i":%d,"ts":%d,"player":%b,"cells":%b}'
 
@@ -89,8 +125,8 @@ class _Window:
     def __init__(self, seconds: int | None, streams: list[tuple[str, OutputStream]]) -> None:
         self.seconds = seconds
         self.streams = streams  # (grid name, stream)
-        self.buckets: deque[tuple[int, dict[tuple[int, ...], int]]] = deque()
-        self.counts: dict[tuple[int, ...], int] = {}
+        self.buckets: deque[tuple[int, dict[int, int]]] = deque()
+        self.counts: dict[int, int] = {}
         self.total = 0
 
     def expire(self, lowest: int) -> None:
@@ -113,9 +149,9 @@ class _Player:
         self.name = name
         self.windows = windows
         self.last_ts: int | None = None
-        self.cell: tuple[int, ...] = ()  # the latest sample's cell in each selected grid
+        self.cell = 0  # joint cell of the latest sample
         self.next_n = 1
-        self.bucket: tuple[int, dict[tuple[int, ...], int]] | None = None
+        self.bucket: tuple[int, dict[int, int]] | None = None
 
 
 @register
@@ -141,7 +177,6 @@ class HeatMap(PlayerStreamsComponent):
         super().__init__(ctx)
         windows = _subset(ctx.spec, "windows", HM_WINDOWS)[0]
         grids = _subset(ctx.spec, "grids", tuple(GRIDS))[0]
-        self._grids = [GRIDS[g] for g in grids]
         self._state: dict[str, _Player] = {}
         for p in self.players(ctx.spec):
             ws = []
@@ -189,7 +224,7 @@ class HeatMap(PlayerStreamsComponent):
             while st.next_n <= GAME_SECONDS and ts_of_game(st.next_n * PS_PER_S) <= ts:
                 self._emit(st)
             st.last_ts = ts
-            st.cell = tuple([grid_cell(x, y, nx, ny) for nx, ny in self._grids])
+            st.cell = joint_cell(x, y)
 
     @staticmethod
     def _add(st: _Player, n: int, d: int) -> None:
@@ -216,13 +251,14 @@ class HeatMap(PlayerStreamsComponent):
             if w.seconds is not None:
                 w.expire(n - w.seconds)
             total = w.total
-            for j, (grid, stream) in enumerate(w.streams):
+            for grid, stream in w.streams:
                 nx, ny = GRIDS[grid]
+                table = _TABLES[grid]
                 shares: dict[int, float] = {}
                 if total:
                     counts: dict[int, int] = {}
                     for key, d in w.counts.items():
-                        c = key[j]
+                        c = table[key]
                         counts[c] = counts.get(c, 0) + d
                     shares = {c: d / total * 100 for c, d in counts.items()}
                 record = _TUPLE % (stream.next_index, ts, name_json, encode_cells(shares, nx * ny))
