@@ -149,7 +149,7 @@ class Engine:
         if self.holder >= 0 and self.state == "held":
             j = min(int((t - self.t0) / DT), self.n - 1)
             p = self.pos[self.holder, j]
-            return np.array([p[0], p[1], 1.0]), np.zeros(3)
+            return np.array([p[0], p[1] + 0.3 * self.goal_side(self.holder), 1.0]), np.zeros(3)
         pos, vel, _, _ = rball.eval_at(self.arr(), np.array([t]))
         return pos[0], vel[0]
 
@@ -374,7 +374,8 @@ class Engine:
         if hold:
             self.holder, self.state = e, "held"
             self.hold_until = t + rng.uniform(2.0, 5.0)
-            track.append(rball.Seg(t, rball.HELD, p.copy(), np.zeros(3), ent=e))
+            hands = np.array([0.0, 0.3 * self.goal_side(e), 1.0])  # held in front, at hand height
+            track.append(rball.Seg(t, rball.HELD, p.copy(), np.zeros(3), ent=e, end=hands))
         else:
             track += rball.free_path(t, p, v_out)
         self.tracks[self.active] = track
@@ -408,7 +409,7 @@ class Engine:
             return self.pass_to(e, j, p, False), "pass"
         angle_ok = abs(p[0] - goal_c[0]) < 0.9 * abs(p[1] - goal_c[1]) + 6
         if angle_ok and d_goal < 33:
-            shoot_p = 0.45 if d_goal < 18 else 0.18 if d_goal < 26 else 0.08
+            shoot_p = 0.6 if d_goal < 18 else 0.3 if d_goal < 26 else 0.15
             if rng.uniform() < shoot_p:
                 return self.shot(e, p, side, d_goal), "shot"
         own_third = p[1] * side < -18
@@ -470,7 +471,10 @@ class Engine:
     def shot(self, e: int, p: np.ndarray, side: int, d_goal: float) -> np.ndarray:
         rng = self.rng
         x0, x1 = GOAL_X[side]
-        aim = np.array([rng.uniform(x0 + 0.4, x1 - 0.4), GOAL_Y[side], rng.uniform(0.2, 2.0)])
+        corner = rng.uniform() < 0.5  # aiming for a corner risks missing it
+        ax = rng.uniform(x0 - 0.3, x0 + 1.0) if rng.uniform() < 0.5 else rng.uniform(x1 - 1.0, x1 + 0.3)
+        aim = np.array([ax if corner else rng.uniform(x0 + 0.8, x1 - 0.8), GOAL_Y[side],
+                        rng.uniform(1.6, 2.6) if corner else rng.uniform(0.2, 1.8)])
         speed = rng.uniform(17.0, 30.0) if d_goal > 18 else rng.uniform(13.0, 26.0)
         flat = aim[:2] - p[:2]
         dist = float(np.hypot(*flat))
@@ -610,7 +614,8 @@ class Engine:
                     side = self.goal_side(e)
                     p = np.array([*self.pos[e, j + 1], 0.6])
                     p[:2] += np.array([0.0, 0.3 * side])
-                    self.tracks[self.active].append(rball.Seg(t + DT - 0.2, rball.HELD, p, np.zeros(3), ent=e))
+                    self.tracks[self.active].append(rball.Seg(t + DT - 0.2, rball.HELD, p, np.zeros(3), ent=e,
+                                                              end=np.array([0.0, 0.3 * side, 0.6])))
                     self.tracks[self.active].append(rball.Seg(t + DT - 0.05, rball.REST, p, np.zeros(3)))
                     v = self.lofted(p, np.array([X_MID + self.rng.normal(0, 10), side * 10.0]), 38)
                     self.touches.append(Touch(t + DT, e, self.active, "foot", "punt", 1, p.copy(), v, 0.01, v.copy()))

@@ -179,12 +179,10 @@ def ball_rows(s: RSession, sid: int, lo: int, hi: int, rng: np.random.Generator,
         e = arr["ent"][i][held]
         th = t[held]
 
+        off = arr["end"][i][held]  # HELD: offset from the holder's body (x, y) and height
+
         def at(tt: np.ndarray) -> np.ndarray:
-            body = knots.body(e, tt)
-            k, f = knots._locate(tt)
-            assert knots.heading is not None
-            hd = knots.heading[e, k] * (1 - f) + knots.heading[e, k + 1] * f
-            return np.column_stack([body + 0.35 * np.column_stack([np.cos(hd), np.sin(hd)]), np.full(len(tt), 1.0)])
+            return np.column_stack([knots.body(e, tt) + off[:, :2], off[:, 2]])
 
         h = 0.01
         pc, pm, pp = at(th), at(th - h), at(th + h)

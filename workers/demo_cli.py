@@ -20,7 +20,7 @@ from pan.client import Source, http_url
 from pan.replay import replay
 from pan.split import split
 from pan.workflow import Workflow, load_workflow
-from simulator.match import generate
+from simulator.realistic import generate
 from simulator.simulate import SimulateOptions, simulate
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_S
 
