@@ -40,7 +40,7 @@ FORMATION = np.array(
     [[X_MID, -31.0], [11.0, -20.0], [X_MID, -22.0], [41.5, -20.0], [9.0, -6.0], [X_MID, -9.0], [43.5, -6.0],
      [X_MID, 4.0]]
 )
-STAND, WALK, JOG, RUN, FAST, SPRINT = 0.4, 1.1, 2.4, 4.0, 5.6, 7.6
+STAND, WALK, JOG, RUN, FAST, SPRINT = 0.3, 0.9, 2.2, 4.0, 5.6, 7.6
 
 
 @dataclass
@@ -207,7 +207,7 @@ class Engine:
         for e in range(len(ENTITIES)):
             if t >= self.ep_end[e]:
                 r = rng.uniform()
-                self.ep_speed[e] = (STAND if r < 0.45 else WALK if r < 0.75 else JOG if r < 0.9 else RUN if r < 0.97
+                self.ep_speed[e] = (STAND if r < 0.5 else WALK if r < 0.78 else JOG if r < 0.9 else RUN if r < 0.97
                                     else FAST)
                 self.ep_off[e] = rng.normal(0, 5.0 if e % 8 else 1.0, 2)
                 self.ep_end[e] = t + rng.uniform(2.0, 6.0)
