@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import random
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 import pytest
 
 from pan.workflow import WorkflowError
+from tests.conftest import wait_until
 from tests.harness import build_component, output_tuples
 from tests.match_feed import OFFLINE, all_outputs, feed_jittered, load_match, sensor_stream_of
 from workers.debs import PS_PER_MS, PS_PER_S
@@ -151,3 +154,85 @@ def test_match_outputs(match: dict[str, Any]) -> None:
         assert max(t["v"] for t in tuples) * 3.6e-6 < 40.0
     assert match["player_counters"]["bad"] == 0 and match["player_counters"]["foreign"] == 0
 
+
+
+class Feeder:
+    """Drives a running player_average the way the pull tasks do: rows with indices, then the producer's ``wm``."""
+
+    def __init__(self, comp: Any) -> None:
+        self.comp = comp
+        self.next_index: dict[str, int] = {}
+
+    def rows(self, sid: int, tss: list[int]) -> None:
+        stream = self.comp.ctx.inputs[f"SENSOR{sid}"]
+        start = self.next_index.get(stream.name, 0)
+        stream.add([{**row(sid, ts, x=sid * 100 + n), "i": start + n} for n, ts in enumerate(tss)])
+        self.next_index[stream.name] = start + len(tss)
+
+    def promise(self, sid: int, ts: int) -> None:
+        self.comp.ctx.inputs[f"SENSOR{sid}"].set_meta({"wm": ts})
+
+
+async def player_outage_run(outage_promise: bool) -> tuple[list[dict[str, Any]], bool]:
+    """A3 sends throughout; A2's sensors stop mid-slot (5 and 13 ms after T0) and come back at 400 ms.
+
+    With ``outage_promise`` the edge declares A2's silent sensors idle and promises the others'
+    progress for them (as the forwarder does during a drop outage), so the release point moves
+    past A2's open slot while A2 sends nothing. Returns A2's tuples and whether the slot's tuple
+    was out before A2's output watermark passed its ts.
+    """
+    ms = PS_PER_MS
+    comp = build_component("player_average", {"players": ["A3", "A2"], "clock_mode": "watermark"},
+                           buffer_size=20_000)
+    feed = Feeder(comp)
+    await comp.start()
+    task = asyncio.create_task(comp.run())
+    out = comp.ctx.outputs["A2"]
+
+    def a2_wm() -> int:
+        wm = out.meta.get("wm")
+        return wm if isinstance(wm, int) else -1
+
+    try:
+        for sid in (49, 88):
+            feed.rows(sid, [T0 + n * 5 * ms for n in range(60)])  # up to 295 ms
+        feed.rows(47, [T0 + 5 * ms])
+        feed.rows(16, [T0 + 13 * ms])  # A2's last rows before the outage: slot [T0, T0 + 20 ms) is open
+        owed = T0 + SLOT_PS
+        in_time = True
+        if outage_promise:
+            for sid in (47, 16):
+                feed.promise(sid, T0 + 295 * ms)
+            await wait_until(lambda: a2_wm() > owed, timeout_s=60)  # A2's watermark moves on during the outage
+            in_time = any(t["ts"] == owed for t in output_tuples(comp, "A2"))
+        for sid in (49, 88):
+            feed.rows(sid, [T0 + n * 5 * ms for n in range(60, 120)])  # up to 595 ms
+        for sid in (47, 16):  # reconnect
+            feed.rows(sid, [T0 + 400 * ms + n * 5 * ms for n in range(40)])
+        for sid in (49, 88, 47, 16):
+            feed.promise(sid, 2**62)
+        await wait_until(lambda: a2_wm() >= 2**62, timeout_s=60)  # the end reaches A2's output
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await comp.stop()
+    return output_tuples(comp, "A2"), in_time
+
+
+def test_open_slot_is_emitted_before_the_watermark_passes_it_during_an_outage() -> None:
+    """Fix (a) of the ordering-modes acceptance: a silent player's open slot is never late downstream.
+
+    Before, the tuple of A2's open slot waited for A2's next row (after the outage)
+    while A2's output watermark (release point - 100 ms) had already passed it, so
+    every consumer saw it late. It now goes out once the release point passes the
+    slot's end, and the tuples are the same as without the outage promises.
+    """
+    with_outage, in_time = asyncio.run(player_outage_run(outage_promise=True))
+    plain, _ = asyncio.run(player_outage_run(outage_promise=False))
+    assert in_time, "A2's output watermark passed its open slot before the slot's tuple went out"
+    assert with_outage == plain
+    ts = [t["ts"] for t in with_outage]
+    assert ts[0] == T0 + SLOT_PS and ts[1] == T0 + 400 * PS_PER_MS + SLOT_PS  # one tuple for the gap
+    assert with_outage[0]["x"] == (4700 + 1600) / 2
+    assert len(ts) == 10 and ts == sorted(ts)  # 400..595 ms: 10 slots, the last one never emitted

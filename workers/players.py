@@ -11,7 +11,15 @@ accepted row (slot c), P's tuple for the boundary ``B = (c+1)·20ms`` is emitted
 first: ``ts = B`` and the mean of each sensor's latest row with ``ts`` in
 ``[B - 1 s, B)`` (a sensor silent for a second no longer counts). Rows sit in
 slots ``<= c``, so the tuple depends only on input with ``ts < B``. A player's
-last slot is emitted only once a later row of the player arrives.
+last slot is never emitted.
+
+The same tuple also goes out as soon as every input below ``B`` is processed
+(the unit's release point reaches ``B``) while one of P's sensors has not ended:
+its content is final then, and P's next row, which would have emitted it, may
+be seconds away (a player whose sensors lost their connection). Emitting it then
+keeps the output watermark exact (nothing owed below the release point), so the
+tuple is never late downstream, and the output is the same tuples as when the
+next row emits them.
 
 Units stay raw, as means of the DEBS fields: x, y, z in mm, v in µm/s, a in
 µm/s² (floats: ``sum_of_ints / n``).
@@ -24,6 +32,7 @@ from typing import Any
 
 from pan.component import ComponentContext, register
 from pan.ordered import OrderedComponent
+from pan.ordering import END_OF_STREAM
 from pan.streams import Tuple
 from pan.workflow import WorkerSpec
 from workers.debs import PLAYER_SENSORS, PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, REFEREE_SENSORS, sensor_stream
@@ -70,10 +79,6 @@ class PlayerAverage(OrderedComponent):
 
     type_name = "player_average"
     own_params = ("players",)
-    # A slot's tuple (ts = its end B) goes out when the player's next row arrives, i.e. up to one
-    # sample gap after B. The output watermark must not promise past that (docs/ordering.md);
-    # ``watermark`` below is exact for players who send, and falls back on this for silent ones.
-    max_backdate_ps = 100 * PS_PER_MS
 
     @classmethod
     def players(cls, spec: WorkerSpec) -> list[str]:
@@ -98,10 +103,12 @@ class PlayerAverage(OrderedComponent):
         self._latest: dict[int, list[Any] | None] = {}
         self._sids: dict[str, tuple[int, ...]] = {}
         self._slot: dict[str, int | None] = {}
+        self._done: dict[str, int] = {}  # per player: the boundary of the last tuple emitted
         self._out = {p: ctx.outputs[p] for p in self.players(ctx.spec)}
         for p in self._out:
             self._sids[p] = ENTITY_SENSORS[p]
             self._slot[p] = None
+            self._done[p] = -1
             for sid in ENTITY_SENSORS[p]:
                 self._owner[sid] = p
                 self._latest[sid] = None
@@ -139,7 +146,7 @@ class PlayerAverage(OrderedComponent):
             slot = ts // SLOT_PS
             cur = slots[player]
             if cur is None or slot > cur:
-                if cur is not None:
+                if cur is not None and (cur + 1) * SLOT_PS > self._done[player]:
                     self._emit(player, (cur + 1) * SLOT_PS)
                 slots[player] = slot
             latest[sid] = row
@@ -148,7 +155,38 @@ class PlayerAverage(OrderedComponent):
     def _valid(row: list[Any]) -> bool:
         return type(row[0]) is int and all(_is_num(f) for f in row[1:]) and row[4] >= 0 and row[5] >= 0
 
+    def _publish_meta(self, force: bool = False) -> None:
+        """Close the slots the release point has passed before the outputs' watermarks go out."""
+        limit = self.unit.release_limit
+        if limit is not None:
+            self._close_slots(limit)
+        super()._publish_meta(force)
+
+    def _close_slots(self, limit: int) -> None:
+        """Emit every open slot whose end ``B`` has ``ts < B`` all released (``B <= limit + 1``).
+
+        A player whose sensors have all ended keeps its last slot unemitted (the
+        rule above), so the output is the same however the ends and the other
+        sensors' progress interleave.
+        """
+        for player, cur in self._slot.items():
+            if cur is None:
+                continue
+            boundary = (cur + 1) * SLOT_PS
+            if boundary <= limit + 1 and boundary > self._done[player] and not self._ended(player):
+                self._emit(player, boundary)
+
+    def _ended(self, player: str) -> bool:
+        """Every sensor of ``player`` promised its end (nothing more will come from it)."""
+        inputs = self.ctx.inputs
+        for sid in self._sids[player]:
+            wm = inputs[sensor_stream(sid)].meta.get("wm")
+            if not (type(wm) is int and wm >= END_OF_STREAM):
+                return False
+        return True
+
     def _emit(self, player: str, boundary: int) -> None:
+        self._done[player] = boundary
         oldest = boundary - STALE_PS
         n = sx = sy = sz = sv = sa = 0
         for sid in self._sids[player]:
@@ -169,20 +207,14 @@ class PlayerAverage(OrderedComponent):
         )
 
     def watermark(self, output: str, limit: int) -> int:
-        """Exact for a player who is sending: nothing below the boundary of their pending slot is owed.
+        """Exact: every slot ending at or below ``limit + 1`` has been emitted (``_close_slots``).
 
-        A player's next tuple has ``ts`` = the end of the slot of their last
-        row (or a later boundary, or none before their first row), so that
-        boundary is a safe promise. A player silent for longer than the
-        back-date allowance must not stall downstream: their promise falls
-        back to ``limit - max_backdate_ps``, as for any other component.
+        A player's next tuple therefore has ``ts`` above ``limit``: the end of
+        a slot still open, or of a slot of a row not yet released.
         """
         if output not in self._slot:  # e.g. the late-events stream
             return super().watermark(output, limit)
-        slot = self._slot[output]
-        if slot is None:
-            return limit
-        return max(limit - self.max_backdate_ps, min(limit, (slot + 1) * SLOT_PS))
+        return limit
 
     def counters(self) -> dict[str, Any]:
         return {
