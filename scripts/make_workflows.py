@@ -35,7 +35,7 @@ MAX_CLOCKS: dict[str, list[str] | None] = {
     "ball_hits": ["ACTIVEBALL"],  # players' sensors arrive before the derived ball
     "player_possession": ["BALLHITS"],  # a hit comes after the ball rows around it
     "shots": ["BALLHITS"],
-    "team_possession": None,  # every BP_<player> from one producer
+    "team_possession": ["BALLHITS"],  # same inputs and state machine as player_possession
     "player_average": None,  # raw sensors of one kind, one forwarder
     "running": None,  # player averages from one producer
     "heatmap": None,
