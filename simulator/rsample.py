@@ -104,14 +104,16 @@ def _leg_positions(s: RSession, ents: np.ndarray, kinds: np.ndarray, t: np.ndarr
     pos, _ = played.knots.sensor(ents, kinds, t)
     lo, hi = float(t.min()) - 0.3, float(t.max()) + 0.3
     for k in played.touches:
-        if k.part != "foot" or not lo <= k.t <= hi:
+        hands = k.part == "hands" and ENTITIES[k.ent].is_keeper
+        if not (k.part == "foot" or hands) or not lo <= k.t <= hi:
             continue
-        m = (ents == k.ent) & (kinds == k.leg) & (np.abs(t - k.t) < 4 * KICK_SWING_S)
+        limb = 2 + k.leg if hands else k.leg  # a keeper's save: one hand goes to the ball
+        m = (ents == k.ent) & (kinds == limb) & (np.abs(t - k.t) < 4 * KICK_SWING_S)
         if not m.any():
             continue
-        base, _ = played.knots.sensor(np.array([k.ent]), np.array([k.leg]), np.array([k.t]))
+        base, _ = played.knots.sensor(np.array([k.ent]), np.array([limb]), np.array([k.t]))
         d = k.dv[:2] / max(float(np.hypot(*k.dv[:2])), 1e-9)
-        goal = np.array([k.pos[0] - 0.18 * d[0], k.pos[1] - 0.18 * d[1], k.pos[2] + 0.12])
+        goal = np.array([k.pos[0] - 0.18 * d[0], k.pos[1] - 0.18 * d[1], k.pos[2] + (0.0 if hands else 0.12)])
         w = np.exp(-0.5 * ((t[m] - k.t) / KICK_SWING_S) ** 2)
         pos[m] += w[:, None] * (goal - base[0])
     return pos
