@@ -64,7 +64,7 @@ def test_the_match_is_hard_football(scored: dict) -> None:
 @pytest.mark.slow
 def test_kicks(scored: dict) -> None:
     k = scored["kicks"]
-    assert k["truth"] >= 200
+    assert k["truth"] >= 150, "enough unambiguous kicks to measure 0.97"
     assert k["precision"] >= 0.97 and k["recall"] >= 0.97, k
 
 
