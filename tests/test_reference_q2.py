@@ -165,8 +165,8 @@ def test_without_heartbeats_equals_the_streaming_components(spark: Any, folder: 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_q2_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
-    """Two minutes of seed 1: both teams, two shots that leave the pitch (three active periods), two interruptions,
-    and the 1 min windows sliding."""
+    """Two minutes of seed 1 from the realistic generator: a minute of each half, with sensor dropouts, spare balls,
+    the first half's last seconds without ball data, interruptions and the 1 min windows sliding."""
     from pan.cli import main
     from pan.split import split
     from workers.reference import run_q2
@@ -176,9 +176,16 @@ def test_q2_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path
     summary = run_q2(spark, tmp_path / "split", tmp_path / "ref")
     streaming = q2_streaming_outputs(tmp_path / "split")
     stats = compare(streaming, tmp_path / "ref")
-    assert summary["active_periods"] == 3 and stats["tuples"] == sum(summary["counts"].values())
+    assert summary["active_periods"] >= 2 and stats["tuples"] == sum(summary["counts"].values())
     counts = {s: len(t) for s, t in streaming.items()}
-    assert counts["BALLHITS"] > 100 and counts["BP_1min_B"] > 1000 and sum(counts[f"BP_B{n}"] for n in "58") > 100
+    assert counts["BALLHITS"] > 40 and counts["BP_1min_B"] > 1000  # 51 kicks in the truth
+    assert all(sum(counts[f"BP_{t}{n}"] for n in range(1, 9)) > 100 for t in "AB")
+    # The ball falls silent before half time: from its last first-half row nobody's possession grows.
+    silent_from = max(t["ts"] for t in streaming["ACTIVEBALL"] if t["ts"] < S2)
+    for p in (f"{t}{n}" for t in "AB" for n in range(1, 9)):
+        first_half = [t["time_ps"] for t in streaming[f"BP_{p}"] if t["ts"] < S2]
+        before = [t["time_ps"] for t in streaming[f"BP_{p}"] if t["ts"] <= silent_from]
+        assert max(first_half, default=0) - max(before, default=0) <= 20 * MS, p
     print(stats, counts)
 
 
