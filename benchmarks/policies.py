@@ -160,8 +160,11 @@ def score(out: dict[str, Any], truth: dict[str, list[Any]]) -> dict[str, dict[st
         "shots": lambda f, t: f[1] == t[1] and abs(f[0] - t[0]) <= TOLERANCE_PS,
     }
     result = {}
+    unclear = truth.get("unclear_hits", [])  # ambiguous or unobservable kicks: scored by neither policy
     for name, same in rules.items():
         found, true = out[name], truth[name]
+        if name == "hits":
+            found = [f for f in found if not any(abs(f[0] - t) <= TOLERANCE_PS for t in unclear)]
         n = matches(found, true, same)
         result[name] = {
             "found": len(found), "truth": len(true), "matched": n, "false_positives": len(found) - n,
@@ -182,10 +185,15 @@ def read_truth(folder: Path) -> dict[str, list[Any]]:
         with (folder / "truth" / name).open() as f:
             return list(csv.reader(f))[1:]
 
+    kicks = rows("kicks.csv")
+    # The realistic truth flags kicks with two players within reach (ambiguous) or no ball data
+    # (unobservable): no detector can tell their kicker, so they are set apart as in simulator/score.py.
+    clear = [k for k in kicks if len(k) < 7 or (k[5] in ("0", "False", "false") and k[6] in ("1", "True", "true"))]
     return {
-        "hits": [(int(t), p) for t, p, *_ in rows("kicks.csv")],
+        "hits": [(int(t), p) for t, p, *_ in clear],
+        "unclear_hits": [int(k[0]) for k in kicks if k not in clear],
         "possession": [(p, int(a), int(b)) for p, a, b in rows("possession.csv")],
-        "shots": [(int(a), p) for p, a, _ in rows("shots.csv")],
+        "shots": [(int(a), p) for p, a, *_ in rows("shots.csv")],  # the realistic truth has more columns
     }
 
 
