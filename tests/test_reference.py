@@ -318,7 +318,7 @@ def test_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: P
     from workers.reference import run_reference
     from workers.reference_q2 import q2_streams
 
-    assert main(["generate", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
+    assert main(["generate", "--exact", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
     split(tmp_path / "gen" / "full-game", tmp_path / "split")
     summary = run_reference(spark, tmp_path / "split", tmp_path / "ref")
     from tests.test_reference_q4 import streaming_shots
