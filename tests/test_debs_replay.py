@@ -29,12 +29,21 @@ KICK_TOLERANCE_PS = 10 * 10**9
 SHOT_TOLERANCE_PS = 50 * 10**9
 
 
-def pan(*args: str, timeout: float = 1800) -> str:
+def pan(*args: str, timeout: float = 1800, log: Path | None = None) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "pan", *args], cwd=ROOT, capture_output=True, timeout=timeout, check=False
     )
+    if log is not None:  # the workers' warnings (late rows, idle streams) explain a differing output
+        log.write_bytes(done.stderr)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     return done.stdout.decode()
+
+
+def warnings_of(out: Path) -> list[str]:
+    """The warnings and idle declarations the replay that recorded ``out`` logged (for failure messages)."""
+    log = out.with_name(out.name + ".log")
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    return [line for line in lines if "WARNING" in line or ": idle" in line][:20]
 
 
 def relocated(workflow: str, tmp: Path, **overrides: Any) -> Path:
@@ -49,7 +58,8 @@ def relocated(workflow: str, tmp: Path, **overrides: Any) -> Path:
 
 
 def replay(workflow: Path, split: Path, out: Path, *extra: str) -> dict[str, Any]:
-    report = json.loads(pan("replay", str(workflow), "--data", str(split), "--record", str(out), *extra))
+    log = out.with_name(out.name + ".log")
+    report = json.loads(pan("replay", str(workflow), "--data", str(split), "--record", str(out), *extra, log=log))
     assert report["missed"] == {}
     return report
 
@@ -83,7 +93,8 @@ def test_outputs_exist_and_nothing_was_late(baseline: Path) -> None:
     for stream in ("A1", "REFEREE", "ACTIVEBALL", "BALLHITS", "BP_A1", "BP_wholeGame_A", "RUN_B3",
                    "RUNAGG_1min_B3", "HM_wholeGame_64x100_A2", "SHOTS"):
         assert stream in recorded
-    assert all(not data for name, data in recorded.items() if name.endswith("_late")), "late events"
+    late = [name for name, data in recorded.items() if name.endswith("_late") and data]
+    assert not late, (late, warnings_of(baseline))
 
 
 def test_kicks_possession_shots_and_heat_maps_against_ground_truth(baseline: Path, match: dict[str, Path]) -> None:
@@ -128,7 +139,7 @@ def test_identical_outputs_on_every_run_and_distribution(baseline: Path, match: 
         again = streams(out)
         assert again.keys() == reference.keys()
         different = [name for name in reference if again[name] != reference[name]]
-        assert not different, f"{workflow}: {different[:5]}"
+        assert not different, (workflow, different[:5], warnings_of(out), warnings_of(baseline))
 
 
 def test_impairments_change_nothing(baseline: Path, match: dict[str, Path]) -> None:
@@ -142,5 +153,5 @@ def test_impairments_change_nothing(baseline: Path, match: dict[str, Path]) -> N
     derived = [name for name in reference if not name.startswith("SENSOR") and name != "INTERRUPTIONS"]
     assert len(derived) > 300
     different = [name for name in derived if impaired.get(name) != reference[name]]
-    assert not different, different[:5]
+    assert not different, (different[:5], warnings_of(out), warnings_of(baseline))
     assert all(not data for name, data in streams(out, skip_late=False).items() if name.endswith("_late"))
