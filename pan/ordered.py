@@ -215,8 +215,10 @@ class OrderedComponent(Component):
         self._handle(released)
 
     def finish(self) -> None:
-        """End of input: release everything still buffered, in order."""
-        self._handle(self.unit.flush())
+        """End of input (offline runs): every input ends, as its producer's end promise would say,
+        so everything still buffered is released in order and the outputs end the same way as live."""
+        for name in self.ctx.inputs:
+            self._handle(self.unit.promise(name, END_OF_STREAM))
 
     def _handle(self, released: Released) -> None:
         if released.events:

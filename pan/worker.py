@@ -131,7 +131,11 @@ class Worker:
             await self._session.close()
             self._session = None
         await self.server.stop()
-        self.log.info("stopped")
+        inputs = {
+            key: sum(getattr(stream.counters, key) for stream in self.inputs.values())
+            for key in ("received", "missed", "resets", "failovers")
+        }
+        self.log.info("stopped: %s", _summary({**self.component.counters(), "inputs": inputs}))
 
     def _spawn(self, coro: Any, what: str) -> None:
         task = asyncio.create_task(coro, name=f"{self.spec.name}: {what}")
@@ -357,3 +361,14 @@ class Worker:
             + f"<h2>Component</h2><pre>{html.escape(str(info['component']))}</pre></body></html>"
         )
         return web.Response(text=page, content_type="text/html")
+
+
+def _summary(counters: dict[str, Any]) -> str:
+    """The non-zero numbers among a component's counters, one level of nesting flattened (a last word in logs)."""
+    flat: dict[str, Any] = {}
+    for key, value in counters.items():
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for sub, v in items:
+            if isinstance(v, int | float) and not isinstance(v, bool) and v:
+                flat[key if sub is None else f"{key}.{sub}"] = v
+    return " ".join(f"{k}={v}" for k, v in flat.items()) or "no counts"

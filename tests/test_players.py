@@ -53,9 +53,9 @@ def test_mean_of_latest_rows_per_slot_boundary() -> None:
     comp.feed("SENSOR16", [row(16, T0 + 23 * ms, x=221, v=3201)])
     # Skips two slots: one tuple for the boundary after the last slot with data.
     comp.feed("SENSOR47", [row(47, T0 + 85 * ms, x=500)])
-    comp.finish()
+    comp.finish()  # the end of the data closes the last slot, [80, 100) ms
     out = output_tuples(comp, "A2")
-    assert [t["ts"] for t in out] == [T0 + SLOT_PS, T0 + 2 * SLOT_PS]
+    assert [t["ts"] for t in out] == [T0 + SLOT_PS, T0 + 2 * SLOT_PS, T0 + 5 * SLOT_PS]
     first = out[0]
     assert first == {"i": 0, "ts": T0 + SLOT_PS, "player": "A2", "x": 155.5, "y": 3.5, "z": 3.5, "v": 2100.5, "a": 4.5}
     assert out[1]["x"] == (120 + 221) / 2 and out[1]["v"] == (1400 + 3201) / 2
@@ -136,7 +136,7 @@ def test_same_outputs_whatever_the_batching_and_arrival_jitter() -> None:
         assert comp.counters()["ordering"]["late"] == 0
         runs.append(all_outputs(comp))
     assert runs[0] == runs[1] == runs[2]
-    assert len(runs[0]["A1"]) == 4 * 50 - 1  # one per slot but the last
+    assert len(runs[0]["A1"]) == 4 * 50  # one per slot, the last one closed by the end of the data
 
 
 @pytest.fixture(scope="session")
@@ -235,4 +235,56 @@ def test_open_slot_is_emitted_before_the_watermark_passes_it_during_an_outage() 
     ts = [t["ts"] for t in with_outage]
     assert ts[0] == T0 + SLOT_PS and ts[1] == T0 + 400 * PS_PER_MS + SLOT_PS  # one tuple for the gap
     assert with_outage[0]["x"] == (4700 + 1600) / 2
-    assert len(ts) == 10 and ts == sorted(ts)  # 400..595 ms: 10 slots, the last one never emitted
+    assert len(ts) == 11 and ts == sorted(ts)  # 400..595 ms: 10 slots, the last one closed by the end
+
+
+async def early_end_run(end_early: bool) -> tuple[list[dict[str, Any]], bool]:
+    """A2 sends rows up to 53 ms and, with ``end_early``, ends while A3 is still at 41 ms.
+
+    The unit then holds A2's rows from 43 ms on (A3 has not passed them) while A2's
+    inputs already say "ended". Returns A2's tuples and whether the tuple of A2's
+    slot [20, 40) ms was out before A2's output watermark passed 40 ms.
+    """
+    ms = PS_PER_MS
+    comp = build_component("player_average", {"players": ["A3", "A2"], "clock_mode": "watermark"},
+                           buffer_size=20_000)
+    feed = Feeder(comp)
+    await comp.start()
+    task = asyncio.create_task(comp.run())
+    out = comp.ctx.outputs["A2"]
+
+    def a2_wm() -> int:
+        wm = out.meta.get("wm")
+        return wm if isinstance(wm, int) else -1
+
+    owed = T0 + 2 * SLOT_PS
+    try:
+        for sid in (47, 16):
+            feed.rows(sid, [T0 + 3 * ms + n * 5 * ms for n in range(11)])  # 3..53 ms
+            if end_early:
+                feed.promise(sid, 2**62)
+        for sid in (49, 88):
+            feed.rows(sid, [T0 + n * ms for n in range(42)])  # up to 41 ms: the release point passes 40 ms
+        await wait_until(lambda: a2_wm() >= owed, timeout_s=60)
+        in_time = any(t["ts"] == owed for t in output_tuples(comp, "A2"))
+        for sid in (49, 88, 47, 16):
+            feed.promise(sid, 2**62)
+        await wait_until(lambda: a2_wm() >= 2**62, timeout_s=60)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await comp.stop()
+    return output_tuples(comp, "A2"), in_time
+
+
+def test_an_end_that_arrives_while_the_players_rows_are_held_changes_nothing() -> None:
+    """CI saw it under load: the end of a player's sensors came while the unit still held the
+    player's last rows; its open slot was skipped as "the last one", the output watermark passed
+    it, and the tuple went out late once the rows were released (late at every consumer)."""
+    early, in_time = asyncio.run(early_end_run(end_early=True))
+    plain, _ = asyncio.run(early_end_run(end_early=False))
+    assert in_time, "A2's output watermark passed 40 ms before the tuple of its slot [20, 40) ms went out"
+    assert early == plain
+    assert [t["ts"] for t in plain] == [T0 + n * SLOT_PS for n in (1, 2, 3)]  # the last slot [40, 60) included
+

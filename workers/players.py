@@ -10,16 +10,16 @@ When an accepted row of player P falls in a later slot than P's previous
 accepted row (slot c), P's tuple for the boundary ``B = (c+1)·20ms`` is emitted
 first: ``ts = B`` and the mean of each sensor's latest row with ``ts`` in
 ``[B - 1 s, B)`` (a sensor silent for a second no longer counts). Rows sit in
-slots ``<= c``, so the tuple depends only on input with ``ts < B``. A player's
-last slot is never emitted.
+slots ``<= c``, so the tuple depends only on input with ``ts < B``.
 
 The same tuple also goes out as soon as every input below ``B`` is processed
-(the unit's release point reaches ``B``) while one of P's sensors has not ended:
-its content is final then, and P's next row, which would have emitted it, may
-be seconds away (a player whose sensors lost their connection). Emitting it then
-keeps the output watermark exact (nothing owed below the release point), so the
-tuple is never late downstream, and the output is the same tuples as when the
-next row emits them.
+(the unit's release point reaches ``B``): its content is final then, and P's
+next row, which would have emitted it, may be seconds away (a player whose
+sensors lost their connection) or never come (the end of the data, where the
+release point jumps to the end and closes every player's last slot). Emitting
+it then keeps the output watermark exact (nothing owed below the release
+point), so the tuple is never late downstream, and the output is the same
+tuples however the inputs' rows, promises and ends interleave.
 
 Units stay raw, as means of the DEBS fields: x, y, z in mm, v in µm/s, a in
 µm/s² (floats: ``sum_of_ints / n``).
@@ -32,7 +32,6 @@ from typing import Any
 
 from pan.component import ComponentContext, register
 from pan.ordered import OrderedComponent
-from pan.ordering import END_OF_STREAM
 from pan.streams import Tuple
 from pan.workflow import WorkerSpec
 from workers.debs import PLAYER_SENSORS, PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, REFEREE_SENSORS, sensor_stream
@@ -165,25 +164,16 @@ class PlayerAverage(OrderedComponent):
     def _close_slots(self, limit: int) -> None:
         """Emit every open slot whose end ``B`` has ``ts < B`` all released (``B <= limit + 1``).
 
-        A player whose sensors have all ended keeps its last slot unemitted (the
-        rule above), so the output is the same however the ends and the other
-        sensors' progress interleave.
+        Whether a player's sensors have ended does not matter: when the last
+        slot goes out depends only on the release point, never on when an end
+        arrived compared with the other inputs' rows and promises.
         """
         for player, cur in self._slot.items():
             if cur is None:
                 continue
             boundary = (cur + 1) * SLOT_PS
-            if boundary <= limit + 1 and boundary > self._done[player] and not self._ended(player):
+            if boundary <= limit + 1 and boundary > self._done[player]:
                 self._emit(player, boundary)
-
-    def _ended(self, player: str) -> bool:
-        """Every sensor of ``player`` promised its end (nothing more will come from it)."""
-        inputs = self.ctx.inputs
-        for sid in self._sids[player]:
-            wm = inputs[sensor_stream(sid)].meta.get("wm")
-            if not (type(wm) is int and wm >= END_OF_STREAM):
-                return False
-        return True
 
     def _emit(self, player: str, boundary: int) -> None:
         self._done[player] = boundary

@@ -2,7 +2,7 @@
 
 Independent of ``workers/players.py``: the same rule (docs/q1-q3.md), written as
 DataFrame operations. A player emits at the end ``B = (c+1)·20 ms`` of every
-slot ``c`` holding one of its rows except its last; each sensor contributes its
+slot ``c`` holding one of its rows, its last included; each sensor contributes its
 latest row with ``ts < B`` if that row is at most 1 s old, and the fields are
 ``int sum / n`` (exact in doubles). Only the latest row of each sensor per slot
 matters, so rows are first reduced to one per (sensor, slot); the latest row
@@ -82,7 +82,7 @@ def player_average(spark: Any, rows: Any, entities: list[str]) -> Any:
     }
     return (
         latest_in_slot.select("player", "slot", *latest, F.lead("slot").over(w).alias("next_slot"))
-        .where(F.col("next_slot").isNotNull() & (F.col("next_slot") != F.col("slot")))
+        .where(F.col("next_slot").isNull() | (F.col("next_slot") != F.col("slot")))
         .select("player", boundary.alias("ts"), n.alias("n"), *(sums[f].alias(f) for f in AVG_FIELDS))
         .where(F.col("n") > 0)
         .select("player", "ts", *((F.col(f).cast("double") / F.col("n").cast("double")).alias(f) for f in AVG_FIELDS))
