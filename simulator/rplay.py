@@ -503,12 +503,11 @@ class Engine:
         last = self.owner if self.owner >= 0 else 0
         if whistle and abs(p[1]) <= Y_MAX and 0 <= p[0] <= X_MAX:
             kind, taker_team, spot, pause = "foul", 1 - self.team_of(last), p.copy(), rng.uniform(8, 18)
-        elif abs(p[1]) > Y_MAX - 0.01 and abs(p[1]) >= abs(p[0] - X_MID) * 0 + Y_MAX - 0.01:
+        elif abs(p[1]) > Y_MAX - 0.01:  # over a goal line
             side = 1 if p[1] > 0 else -1
             if GOAL_X[side][0] < p[0] < GOAL_X[side][1] and p[2] < 2.44:
                 kind, pause = "goal", rng.uniform(20, 35)
-                taker_team = 0 if self.sign[0] == side else 1
-                taker_team = 1 - taker_team if False else (1 if self.sign[0] == side else 0)
+                taker_team = 1 if self.sign[0] == side else 0  # the team that conceded kicks off
                 spot = np.array([X_MID, 0.0, rball.R])
             else:
                 kind, pause = "goalkick", rng.uniform(8, 16)
