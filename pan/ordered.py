@@ -231,13 +231,15 @@ class OrderedComponent(Component):
 
     def _publish_meta(self, force: bool = False) -> None:
         """K, clk and the watermark into every output's meta (at most every META_INTERVAL_S unless K grew)."""
+        limit = self.unit.release_limit
+        if limit is not None:
+            self.on_release_point(limit)
         now = time.monotonic()
         k_grew = self.unit.k > self._published_k
         if not force and not k_grew and now - self._meta_at < META_INTERVAL_S:
             return  # many outputs x many releases: refreshing meta every time costs more than the work
         self._meta_at, self._published_k = now, self.unit.k
         meta = self.unit.meta()
-        limit = self.unit.release_limit
         ended = self.unit.ended  # every input ended and everything is processed: so do the outputs
         for name, output in self.ctx.outputs.items():
             if ended:
@@ -245,6 +247,11 @@ class OrderedComponent(Component):
             elif limit is not None:
                 meta["wm"] = self.watermark(name, limit)
             output.update_meta(meta)
+
+    def on_release_point(self, limit: int) -> None:
+        """Every input event with ``ts <= limit`` has been processed (called after each release, before the
+        outputs' watermarks are computed). A component that holds results open (a time slot, a window)
+        can emit those that nothing below ``limit`` can change any more; the default holds nothing."""
 
     def watermark(self, output: str, limit: int) -> int:
         """The ``ts`` below which ``output`` gets no more tuples, now that input below ``limit`` is processed.

@@ -154,12 +154,9 @@ class PlayerAverage(OrderedComponent):
     def _valid(row: list[Any]) -> bool:
         return type(row[0]) is int and all(_is_num(f) for f in row[1:]) and row[4] >= 0 and row[5] >= 0
 
-    def _publish_meta(self, force: bool = False) -> None:
+    def on_release_point(self, limit: int) -> None:
         """Close the slots the release point has passed before the outputs' watermarks go out."""
-        limit = self.unit.release_limit
-        if limit is not None:
-            self._close_slots(limit)
-        super()._publish_meta(force)
+        self._close_slots(limit)
 
     def _close_slots(self, limit: int) -> None:
         """Emit every open slot whose end ``B`` has ``ts < B`` all released (``B <= limit + 1``).
