@@ -137,12 +137,14 @@ async def replay_sampled(
     send_log: Path | None = None,
     quiet_s: float = 6.0,
     record_all: bool = False,
+    skip_halftime: bool = True,
 ) -> Run:
     """Replay ``data`` into ``workflow_path`` (already on free ports), sampling every ordering unit.
 
     The feed ends only once every unit has seen the end of all its inputs and
     released everything, so the last sample of each unit is its final state.
-    Records ``RECORDED``, or every output.
+    Records ``RECORDED``, or every output. ``skip_halftime`` cuts the break out
+    of the replay: in real time it would be 12 minutes without a row.
     """
     from pan.component import get_component_type
     from pan.ordering import PARAM_KEYS, OrderingSettings
@@ -163,7 +165,8 @@ async def replay_sampled(
         ordering = {k: v for k, v in spec.params.items() if k in PARAM_KEYS}
         windows[spec.name] = OrderingSettings.from_params(ordering, inputs[spec.name]).window
     options = SimulateOptions(workflow=workflow, data_dir=data, speedup=speedup,
-                              impair=ImpairProfile.load(impair) if impair else None, send_log=send_log)
+                              impair=ImpairProfile.load(impair) if impair else None, send_log=send_log,
+                              skip_halftime=skip_halftime)
 
     async def feed() -> dict[str, Any]:
         summary = (await simulate(options)).as_dict()

@@ -64,6 +64,7 @@ connection, so send order is arrival order.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import re
@@ -287,6 +288,7 @@ class SensorImpairment:
         self.horizon_ns = int(-early) + 1
         self._carry_lines: list[bytes] = []
         self._carry_ts: list[int] = []
+        self._span: int | None = None  # event time a full packet covers (learnt from the first one)
         self._heap: list[Packet] = []
         self._seq = 0
         self._windows = self._window_iter()
@@ -319,8 +321,27 @@ class SensorImpairment:
         k = self.p.packet_rows
         full = len(self._carry_ts) // k * k
         if full:
+            if self._span is None and k > 1:  # the sensor's packet span, from its first full packet
+                self._span = (self._carry_ts[k - 1] - self._carry_ts[0]) * k // (k - 1)
             self._packetize(self._carry_ts[:full], self._carry_lines[:full], k)
             del self._carry_ts[:full], self._carry_lines[:full]
+
+    def close_partial(self, limit_ts: int) -> None:
+        """A packetiser also sends on a timer: once every row up to ``limit_ts`` is fed and event time
+        has passed a partial packet's first row by one packet span, the partial packet leaves.
+
+        Without this the rows before a silence (an outage, the half-time break) would wait for the
+        sensor's next row, minutes later. Only rows within the span go, so which rows travel
+        together never depends on how far ahead the caller fed.
+        """
+        if not self._carry_ts or self._span is None:
+            return
+        deadline = self._carry_ts[0] + self._span
+        if limit_ts < deadline:
+            return
+        n = bisect.bisect_right(self._carry_ts, deadline)
+        self._packetize(self._carry_ts[:n], self._carry_lines[:n], n, sent_at_ts=deadline)
+        del self._carry_ts[:n], self._carry_lines[:n]
 
     def finish(self) -> None:
         """The sensor has no more rows: its last, partial packet leaves too."""
@@ -328,10 +349,11 @@ class SensorImpairment:
             self._packetize(self._carry_ts, self._carry_lines, len(self._carry_ts))
             self._carry_ts, self._carry_lines = [], []
 
-    def _packetize(self, ts: list[int], lines: list[bytes], k: int) -> None:
+    def _packetize(self, ts: list[int], lines: list[bytes], k: int, sent_at_ts: int | None = None) -> None:
+        """Packets of ``k`` rows; each leaves when its last row is measured (or at ``sent_at_ts``: a timer)."""
         n = len(ts) // k
         p = self.p
-        last_ts = np.asarray(ts[k - 1 :: k], dtype=np.int64)
+        last_ts = np.asarray(ts[k - 1 :: k] if sent_at_ts is None else [sent_at_ts], dtype=np.int64)
         due = self.due_ns(last_ts)
         latency = np.maximum(self._lat.normal(p.latency_mean_ms, p.latency_jitter_ms, n), 0.0)
         tail_hit = self._tail_hit.random(n) < p.tail_prob

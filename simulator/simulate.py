@@ -434,6 +434,8 @@ class SensorRunner:
             self.imp.feed(ts, lines)
         if self.source.exhausted:
             self.imp.finish()
+        else:
+            self.imp.close_partial(limit_ts)
 
     async def _handle(self, packet: Packet, pacer: Pacer | None) -> None:
         if packet.fate == "lost":

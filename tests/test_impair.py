@@ -107,6 +107,29 @@ def test_packaging_holds_k_rows_until_the_last_is_due() -> None:
         assert p.ts == sorted(p.ts) and len(p.lines) == len(p.ts)
 
 
+def test_a_partial_packet_leaves_on_its_timer_not_after_the_silence_that_follows() -> None:
+    """95 rows at 200 Hz, 60 s of silence (an outage, the half-time break), 20 rows more: 10-row packets.
+
+    Rows 90..94 wait for a packet that the silence never fills; a packetiser sends them once one packet
+    span (10 rows: 50 ms) has passed since the first of them, not a minute later with the next rows.
+    """
+    imp = SensorImpairment(KindParams(packet_rows=10), 1, 13, TL.due_ns, T0, 10**13)
+    before = rate_rows(T0, 95 / 200, 200)
+    after = [before[-1] + 60 * PS + t - T0 for t in rate_rows(T0, 20 / 200, 200)]
+    line = {t: sensor_row(13, t).encode() + b"\n" for t in before + after}
+    span = 10 * 5 * 10**9  # ps
+    imp.feed(before, [line[t] for t in before])
+    imp.close_partial(before[90] + span - 1)  # event time not yet past the timer: still held
+    assert [len(p.ts) for p in imp.pop_due(float("inf"))] == [10] * 9
+    imp.close_partial(before[-1] + 30 * PS)  # the replay's event time moves on during the silence
+    partial = imp.pop_due(float("inf"))
+    assert [p.ts for p in partial] == [before[90:]]
+    assert partial[0].send_ns == TL.due_one(before[90] + span)  # at the timer, not with the next rows
+    imp.feed(after, [line[t] for t in after])
+    imp.finish()
+    assert [p.ts for p in imp.pop_due(float("inf"))] == [after[:10], after[10:]]
+
+
 def test_latency_distribution_and_bound() -> None:
     params = KindParams(latency_mean_ms=30, latency_jitter_ms=5, tail_prob=0.02, tail_ms=100, tail_alpha=1.5,
                         latency_max_ms=250)
