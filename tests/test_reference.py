@@ -105,27 +105,30 @@ def hand_made(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_constant_speed_gives_exact_running_analysis(hand_made: Path) -> None:
     first = (RUN_START // SLOT + 1) * SLOT  # first player_average boundary
-    last = ((RUN_STOP - ROW_PS) // SLOT) * SLOT  # the last slot is never emitted
+    last = ((RUN_STOP - ROW_PS) // SLOT) * SLOT  # the end of the last full slot
+    end = last + SLOT  # the end of the last, partial slot: emitted when the data ends
     slots = (last - first) // SLOT
     # 2.5 m/s over a 20 ms slot is exactly 0.05 m; a slot cut at a game second (kick-off is not on
     # the 20 ms grid) loses 1 nm to the floor of each of its two pieces' distances.
     cuts = sum(1 for n in range(1, 20) if first < S1 + n * PS_PER_S < last)
     assert cuts == 2
     nm = slots * 50_000_000 - cuts
-    average = read_stream(hand_made, "A2")
+    *average, final = read_stream(hand_made, "A2")
     assert [t["ts"] for t in average] == list(range(first, last + 1, SLOT))
     assert [t["i"] for t in average] == list(range(len(average)))
+    assert final["ts"] == end and 0 < final["x"] - average[-1]["x"] < 50.0  # the partial slot's latest rows
     assert all((t["y"], t["v"]) == (0.0, float(V)) for t in average)
     assert {b["x"] - a["x"] for a, b in itertools.pairwise(average)} == {50.0}  # 2.5 m/s: 50 mm a slot
-    run = read_stream(hand_made, "RUN_A2")
+    *run, run_final = read_stream(hand_made, "RUN_A2")
     assert len(run) == slots and {t["intensity"] for t in run} == {"trot"}
     assert run[-1] == {
         "i": slots - 1, "ts": last, "ts_start": first, "ts_stop": last, "player": "A2", "intensity": "trot",
         "distance": nm / 1e9, "speed": nm / 1e9 * 3.6e12 / (last - first),
     }
     assert run[-1]["speed"] == pytest.approx(9.0, rel=1e-6)
+    assert run_final["ts"] == end and run_final["ts_start"] == first and run_final["distance"] > nm / 1e9
     for window in ("1min", "5min", "10min", "20min", "wholeGame"):
-        agg = read_stream(hand_made, f"RUNAGG_{window}_A2")
+        *agg, _ = read_stream(hand_made, f"RUNAGG_{window}_A2")  # the last: the partial slot
         assert len(agg) == slots
         assert agg[-1]["trot_time_ps"] == last - first and agg[-1]["trot_distance"] == nm / 1e9
         assert all(agg[-1][f"{b}_time_ps"] == 0 for b in ("standing", "low", "medium", "high", "sprint"))
@@ -154,7 +157,8 @@ def test_standing_in_one_cell_gives_exact_heat_maps(hand_made: Path) -> None:
     # A2 ran along y = 0 from x = 20000 mm at game second 10, at 2.5 m/s: boundaries 1..10 are all zeros; at 12 s
     # each cell of row 49 holds the share of the 5 m it ran in the cell's 820 mm (within a 20 ms slot: 1%).
     a2 = read_stream(hand_made, "HM_wholeGame_64x100_A2")
-    assert [t["ts"] for t in a2] == [S1 + n * PS_PER_S for n in range(1, 13)]
+    # 13 s: the tuple of A2's last, partial slot (emitted at the end of the data) ends after it
+    assert [t["ts"] for t in a2] == [S1 + n * PS_PER_S for n in range(1, 14)]
     assert all(not any(t["cells"]) for t in a2[:10])
     width = 52483 / 64
     ran = {ix * 100 + 49: max(0.0, min(25000, (ix + 1) * width) - max(20000, ix * width)) / 5000 * 100
