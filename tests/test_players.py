@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import math
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -173,6 +174,27 @@ class Feeder:
         self.comp.ctx.inputs[f"SENSOR{sid}"].set_meta({"wm": ts})
 
 
+async def started_a3_and_a2() -> tuple[Any, Feeder, Callable[[], int], asyncio.Task[None]]:
+    """A running player_average of A3 and A2 (watermark mode), its feeder, A2's output watermark and its task."""
+    comp = build_component("player_average", {"players": ["A3", "A2"], "clock_mode": "watermark"},
+                           buffer_size=20_000)
+    await comp.start()
+    out = comp.ctx.outputs["A2"]
+
+    def a2_wm() -> int:
+        wm = out.meta.get("wm")
+        return wm if isinstance(wm, int) else -1
+
+    return comp, Feeder(comp), a2_wm, asyncio.create_task(comp.run())
+
+
+async def stopped(comp: Any, task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await comp.stop()
+
+
 async def player_outage_run(outage_promise: bool) -> tuple[list[dict[str, Any]], bool]:
     """A3 sends throughout; A2's sensors stop mid-slot (5 and 13 ms after T0) and come back at 400 ms.
 
@@ -182,17 +204,7 @@ async def player_outage_run(outage_promise: bool) -> tuple[list[dict[str, Any]],
     was out before A2's output watermark passed its ts.
     """
     ms = PS_PER_MS
-    comp = build_component("player_average", {"players": ["A3", "A2"], "clock_mode": "watermark"},
-                           buffer_size=20_000)
-    feed = Feeder(comp)
-    await comp.start()
-    task = asyncio.create_task(comp.run())
-    out = comp.ctx.outputs["A2"]
-
-    def a2_wm() -> int:
-        wm = out.meta.get("wm")
-        return wm if isinstance(wm, int) else -1
-
+    comp, feed, a2_wm, task = await started_a3_and_a2()
     try:
         for sid in (49, 88):
             feed.rows(sid, [T0 + n * 5 * ms for n in range(60)])  # up to 295 ms
@@ -213,10 +225,7 @@ async def player_outage_run(outage_promise: bool) -> tuple[list[dict[str, Any]],
             feed.promise(sid, 2**62)
         await wait_until(lambda: a2_wm() >= 2**62, timeout_s=60)  # the end reaches A2's output
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await comp.stop()
+        await stopped(comp, task)
     return output_tuples(comp, "A2"), in_time
 
 
@@ -246,17 +255,7 @@ async def early_end_run(end_early: bool) -> tuple[list[dict[str, Any]], bool]:
     slot [20, 40) ms was out before A2's output watermark passed 40 ms.
     """
     ms = PS_PER_MS
-    comp = build_component("player_average", {"players": ["A3", "A2"], "clock_mode": "watermark"},
-                           buffer_size=20_000)
-    feed = Feeder(comp)
-    await comp.start()
-    task = asyncio.create_task(comp.run())
-    out = comp.ctx.outputs["A2"]
-
-    def a2_wm() -> int:
-        wm = out.meta.get("wm")
-        return wm if isinstance(wm, int) else -1
-
+    comp, feed, a2_wm, task = await started_a3_and_a2()
     owed = T0 + 2 * SLOT_PS
     try:
         for sid in (47, 16):
@@ -271,10 +270,7 @@ async def early_end_run(end_early: bool) -> tuple[list[dict[str, Any]], bool]:
             feed.promise(sid, 2**62)
         await wait_until(lambda: a2_wm() >= 2**62, timeout_s=60)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await comp.stop()
+        await stopped(comp, task)
     return output_tuples(comp, "A2"), in_time
 
 
