@@ -204,11 +204,18 @@ def goal_crossing(segs: list[Seg], t0: float, side: int, horizon: float) -> tupl
     return float(taus[j - 1] + f * 0.001), float(x), float(z)
 
 
-def boundary_exit(arr: dict[str, np.ndarray], t0: float, t1: float) -> float | None:
-    """First instant in [t0, t1] at which the path (``seg_arrays``) is outside the pitch lines, or None."""
+def boundary_exit(arr: dict[str, np.ndarray], t0: float, t1: float, entered: bool = True) -> float | None:
+    """First instant in [t0, t1] at which the path (``seg_arrays``) is outside the pitch lines, or None.
+
+    ``entered`` False: the ball starts outside (a throw-in is taken from beyond the touchline) and
+    can only leave the pitch after it has been inside.
+    """
     n = max(2, int((t1 - t0) / 0.001) + 1)
     times = np.linspace(t0, t1, n)
     pos, _, _, _ = eval_at(arr, times)
     out = (pos[:, 0] < X_MIN) | (pos[:, 0] > X_MAX) | (pos[:, 1] < Y_MIN) | (pos[:, 1] > Y_MAX)
+    if not entered:
+        inside = np.nonzero(~out)[0]
+        out[: inside[0] if len(inside) else n] = False
     idx = np.nonzero(out)[0]
     return float(times[idx[0]]) if len(idx) else None

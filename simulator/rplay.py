@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator import rball
-from simulator.debs import ENTITIES, GOAL_X, GOAL_Y, N_PLAYERS, X_MAX, X_MID, Y_MAX
+from simulator.debs import ENTITIES, GOAL_X, GOAL_Y, N_PLAYERS, X_MAX, X_MID, X_MIN, Y_MAX, Y_MIN
 from simulator.motion import Knots
 
 DT = 0.1
@@ -125,6 +125,7 @@ class Engine:
         self.no_deflect: set[tuple[int, int]] = set()
         self.n_touch_at_check = 0
         self.whistle_at = math.inf
+        self.ball_entered = True  # False from a throw-in until the ball is on the pitch
         self._arr_key: tuple | None = None
         self._arr: dict[str, np.ndarray] = {}
         self._fut_key: tuple | None = None
@@ -491,7 +492,10 @@ class Engine:
         """Ball over a line during this step: stop play."""
         if self.holder >= 0:
             return
-        t_out = rball.boundary_exit(self.arr(), t, t + DT)
+        t_out = rball.boundary_exit(self.arr(), t, t + DT, entered=self.ball_entered)
+        if not self.ball_entered:
+            p, _ = self.ball_state(t + DT)
+            self.ball_entered = bool(X_MIN <= p[0] <= X_MAX and Y_MIN <= p[1] <= Y_MAX)
         whistle = self.whistle_at <= t + DT
         if t_out is None and not whistle:
             return
@@ -568,6 +572,7 @@ class Engine:
             v = self.pass_to(e, j, p, False)
             v = v * 0.7
             v[2] = 2.0
+            self.ball_entered = False
             self.touches.append(Touch(t, e, self.active, "hands", "throwin", 0, p.copy(), v.copy(), 0.3, v.copy()))
             self.tracks[self.active] = [s for s in self.tracks[self.active] if s.t0 < t] + rball.free_path(t, p, v)
             self.last_touch_t[e] = t

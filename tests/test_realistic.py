@@ -85,10 +85,6 @@ def test_player_possession(scored: dict) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 open: the shot detector projects the ball without air drag; seed 7 has B8's 23 m/s kick "
-    "from 28 m, which drag keeps beyond the 1.5 s horizon (truth 1.60 s), reported as a shot: "
-    "precision 0.889 (8 of 9), recall 1.0"))
 def test_shots(scored: dict) -> None:
     s = scored["shots"]
     assert s["near_misses"] > 0

@@ -10,8 +10,8 @@ speed, so where each kick goes is known by construction:
 * A2 kicks on target again, B3 intercepts 0.3 s later: a shot that the interception ends;
 * during an interruption A2 kicks on target: not a shot (and the interruption's end while the ball is
   flying makes it none);
-* in the second half A2 kicks south (team A's goal after the change of ends), with a 16 ms |a| spike
-  so that the path is projected from the row 10 ms after the kick: a shot.
+* in the second half A2 kicks south (team A's goal after the change of ends), with a 30 ms |a| spike
+  so that the path is projected from the row 25 ms after the kick: a shot.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ FIRST: list[tuple[int, int, int, float, float, int]] = [
 ]
 SECOND: list[tuple[int, int, int, float, float, int]] = [
     (-1000, 26000, -20000, 0, 0, 0),
-    (1000, 26000, -20000, 0, -SPEED, 16),  # A2: shot 3, projected from the row 10 ms after the kick
+    (1000, 26000, -20000, 0, -SPEED, 30),  # A2: shot 3, projected from the row 25 ms after the kick
 ]
 
 

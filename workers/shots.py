@@ -9,14 +9,14 @@ ball row).
   still be settling, so the projection starts from the first ACTIVEBALL row
   after the hit whose |a| is below ``threshold`` (or ``settle_ms`` after the
   hit, whichever comes first): "right after the hit".
-* **Projection.** Velocity = |v| * (vx, vy, vz) / 10000 (m/s). Horizontally a
-  straight line with constant deceleration ``decel_mps2`` along the path
-  (default 0: no drag, the ball keeps its speed, which can only make a shot
-  arrive earlier); vertically ballistic under gravity, never below the ground.
-  The ball must reach the goal line plane of the goal the hitter's team
-  attacks (``debs.attacked_goal``, first-half direction from
-  ``team_a_attacks_north_first``) within the horizon, strictly between the
-  posts and below the bar.
+* **Projection.** Velocity = |v| * (vx, vy, vz) / 10000 (m/s). With
+  ``flight: physical`` (the default) the ball flies with air drag, bounces on
+  grass and rolls (workers/ballflight.py: textbook constants for a size-5
+  ball); ``flight: straight`` is the literal reading, a constant horizontal
+  speed and a fall under gravity to the ground. The ball must reach the goal
+  line plane of the goal the hitter's team attacks (``debs.attacked_goal``,
+  first-half direction from ``team_a_attacks_north_first``) within the
+  horizon, strictly between the posts and below the bar.
 * **While the shot lasts** every ACTIVEBALL row is emitted on ``SHOTS`` with the
   shot id (1, 2, ...) and the shooter, starting with the hit's own row (rows
   seen before the decision are buffered), until the ball leaves the pitch (the
@@ -39,59 +39,41 @@ ball row).
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 from pan.component import register
 from pan.ordered import OrderedComponent
 from pan.streams import Tuple
 from pan.workflow import WorkerSpec
-from workers import debs
+from workers import ballflight, debs
 from workers.nfp import BALL_GAP_PS, Doubts
 
 OUTPUT = "SHOTS"
 INPUTS = ["INTERRUPTIONS", "BALLHITS", "ACTIVEBALL"]
-GRAVITY = 9.81
 ROW_FIELDS = ("x", "y", "z", "v", "vx", "vy", "vz", "a", "ax", "ay", "az")
 DEFAULTS: dict[str, Any] = {
     "horizon_s": 1.5,
     "threshold": 55_000_000,
-    "settle_ms": 10,
-    "decel_mps2": 0.0,
+    "settle_ms": 25,
+    "flight": "physical",
     "min_gap_ms": 0,
     "team_a_attacks_north_first": True,
 }
 
 
-def crossing_time(dist: float, speed: float, decel: float) -> float | None:
-    """Seconds to cover ``dist`` (m) from ``speed`` (m/s) under ``decel``; None if it stops first."""
-    if decel <= 0:
-        return dist / speed if speed > 0 else None
-    disc = speed * speed - 2 * decel * dist
-    if disc < 0:
-        return None
-    return (speed - math.sqrt(disc)) / decel
+FLIGHTS = {"physical": ballflight.goal_line_crossing, "straight": ballflight.straight_line_crossing}
 
 
-def enters_goal(row: dict[str, Any], goal: debs.GoalArea, horizon: float, decel: float) -> float | None:
+def enters_goal(row: dict[str, Any], goal: debs.GoalArea, horizon: float, flight: str = "physical") -> float | None:
     """Time (s) at which the projected ball crosses ``goal``'s mouth, or None."""
     scale = row["v"] * 1e-10  # µm/s * (1/10000) -> m/s
-    vx, vy, vz = row["vx"] * scale, row["vy"] * scale, row["vz"] * scale
-    x0, y0, z0 = row["x"] / 1000, row["y"] / 1000, row["z"] / 1000
-    gy = goal.y / 1000
-    if vy == 0 or (gy - y0) / vy < 0:
+    velocity = (row["vx"] * scale, row["vy"] * scale, row["vz"] * scale)
+    position = (row["x"] / 1000, row["y"] / 1000, row["z"] / 1000)
+    crossing = FLIGHTS[flight](position, velocity, goal.y / 1000, horizon)
+    if crossing is None:
         return None
-    ground = math.hypot(vx, vy)
-    frac = (gy - y0) / vy  # crossing when the straight-line time parameter reaches this
-    dist = ground * frac
-    t = crossing_time(dist, ground, decel)
-    if t is None or t > horizon:
-        return None
-    x = x0 + vx * frac
-    z = max(0.0, z0 + vz * t - GRAVITY * t * t / 2)
-    if goal.x_min < x * 1000 < goal.x_max and z * 1000 < goal.z_max:
-        return t
-    return None
+    t, x, z = crossing
+    return t if goal.x_min < x * 1000 < goal.x_max and z * 1000 < goal.z_max else None
 
 
 @register
@@ -114,6 +96,10 @@ class Shots(OrderedComponent):
         problems = []
         for key, default in DEFAULTS.items():
             value = spec.params.get(key, default)
+            if key == "flight":
+                if value not in FLIGHTS:
+                    problems.append(f"flight: must be one of {', '.join(FLIGHTS)}, got {value!r}")
+                continue
             if isinstance(default, bool):
                 if not isinstance(value, bool):
                     problems.append(f"{key}: must be true or false, got {value!r}")
@@ -130,7 +116,7 @@ class Shots(OrderedComponent):
         self.horizon = float(conf["horizon_s"])
         self.threshold = conf["threshold"]
         self.settle_ps = round(conf["settle_ms"] * debs.PS_PER_MS)
-        self.decel = float(conf["decel_mps2"])
+        self.flight = conf["flight"]
         self.gap_ps = round(conf["min_gap_ms"] * debs.PS_PER_MS)
         self.a_north = conf["team_a_attacks_north_first"]
         self.output = ctx.outputs[OUTPUT]
@@ -234,7 +220,7 @@ class Shots(OrderedComponent):
         goal = debs.attacked_goal(debs.team_of(player), half, self.a_north)
         buffered = self.buffered
         self.candidate, self.buffered = None, []
-        if enters_goal(row, goal, self.horizon, self.decel) is None:
+        if enters_goal(row, goal, self.horizon, self.flight) is None:
             return
         self.shot_id += 1
         self.current, self.player = self.shot_id, player
