@@ -43,6 +43,8 @@ bench: $(STAMP)
 	$(BIN)/pan bench distribution --write docs/benchmarks.md
 	$(BIN)/pan bench replay --per-worker --profile 20 --write docs/benchmarks.md
 	$(BIN)/pan bench chaos --write docs/benchmarks.md
+	$(BIN)/pan bench ordering-modes --write docs/ordering.md
+	$(BIN)/pan bench policies --out docs/policies.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

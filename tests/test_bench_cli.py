@@ -33,7 +33,8 @@ POINT_KEYS = {"clients", "delivered_per_s", "p50_ms", "p99_ms", "client_p99_wors
 def test_bench_group_lists_its_benchmarks() -> None:
     out = subprocess.run([sys.executable, "-m", "pan", "bench", "--help"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
-    for name in ("fanout", "redis", "network", "query-delay", "distribution", "replay", "chaos"):
+    for name in ("fanout", "redis", "network", "query-delay", "distribution", "replay", "chaos", "ordering-modes",
+                 "policies"):
         assert name in out
 
 
@@ -213,3 +214,18 @@ def test_pyspy_profile_folds_collapsed_stacks_by_function(tmp_path: Path) -> Non
     assert profile.samples == 10
     assert profile.share(profile.self_time, 2) == [("process (workers/hits.py)", 0.4), ("select (selectors.py)", 0.4)]
     assert profile.share_of("run") == 0.6 and profile.share_of("process") == 0.4 and profile.share_of("nothing") == 0
+
+
+@pytest.mark.slow
+def test_policies_writes_a_row_per_loss_policy_and_output(tmp_path: Path) -> None:
+    out = tmp_path / "policies.json"
+    result = subprocess.run([sys.executable, "-m", "pan", "bench", "policies", "--minutes", "0.5", "--seeds", "3",
+                             "--loss", "0.05", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                            timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = orjson.loads(out.read_bytes())
+    lines = {(line["loss"], line["policy"], line["output"]) for line in report["table"]}
+    assert lines == {(0.05, policy, output) for policy in ("best_effort", "nfp")
+                     for output in ("hits", "possession", "shots")}
+    assert len(report["records"]) == 2 and report["machine"]
+    assert "nfp" in result.stdout and "precision" in result.stdout
