@@ -206,8 +206,11 @@ def close(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def streaming_outputs(full_game: Path) -> dict[str, list[dict[str, Any]]]:
-    """player_average over every sensor row, then running and heatmap over its outputs (offline)."""
+def streaming_outputs(full_game: Path, heatmap: dict[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """player_average over every sensor row, then running and heatmap over its outputs (offline).
+
+    ``heatmap``: extra heatmap parameters (a subset of its windows and grids).
+    """
     from tests.harness import build_component
     from tests.match_feed import (
         OFFLINE,
@@ -224,7 +227,8 @@ def streaming_outputs(full_game: Path) -> dict[str, list[dict[str, Any]]]:
     out = {name: output_tuples(average, name) for name in average.ctx.outputs}
     samples = merged(out, list(PLAYERS))
     for type_name in ("running", "heatmap"):
-        comp = build_component(type_name, dict(OFFLINE), buffer_size=2_000_000 if type_name == "running" else 20_000)
+        params = dict(OFFLINE) | (heatmap or {} if type_name == "heatmap" else {})
+        comp = build_component(type_name, params, buffer_size=2_000_000 if type_name == "running" else 20_000)
         feed_in_chunks(comp, samples, player_stream_of, PS_PER_S)
         out.update({name: output_tuples(comp, name) for name in comp.ctx.outputs})
     return {name: tuples for name, tuples in out.items() if not name.endswith("_late")}
@@ -341,3 +345,29 @@ def test_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: P
 def test_close_is_strict_about_types_and_tolerance() -> None:
     assert close(1.0, 1.0 + 1e-12) and close([0.0, 2.0], [0.0, 2.0]) and close("A1", "A1")
     assert not close(1.0, 1.0 + 1e-8) and not close(1, 1.0) and not close([1.0], [1.0, 0.0])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_reference_equals_streaming_on_a_realistic_match(spark: Any, tmp_path: Path) -> None:
+    """The same equality on the realistic generator's data: both halves, clock jitter, dropouts, noise,
+    duels, spare balls and the ball-data gap. One heat-map window and grid keep the output small."""
+    from pan.split import split
+    from tests.test_reference_q4 import streaming_shots
+    from workers.reference import run_reference
+    from workers.reference_q2 import q2_streams
+
+    assert main(["generate", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
+    split(tmp_path / "gen" / "full-game", tmp_path / "split")
+    heatmap = {"windows": ["1min"], "grids": ["8x13"]}
+    summary = run_reference(spark, tmp_path / "split", tmp_path / "ref", hm_windows=heatmap["windows"],
+                            grids=heatmap["grids"])
+    q2_out = q2_streaming_outputs(tmp_path / "split")
+    streaming = streaming_outputs(tmp_path / "gen" / "full-game", heatmap) | q2_out
+    streaming["SHOTS"] = streaming_shots(tmp_path / "split", q2_out)
+    stats = compare(streaming, tmp_path / "ref")
+    assert stats["tuples"] == summary["tuples"]
+    halves = {t["ts"] >= S2 for t in streaming["BALLHITS"]}
+    assert halves == {False, True}, "hits in both halves"
+    assert streaming["SHOTS"], "the realistic minute has shots"
+    print(stats, {s: len(streaming[s]) for s in q2_streams()})
