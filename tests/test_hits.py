@@ -66,6 +66,24 @@ def test_two_kicks_give_two_hits() -> None:
     assert [(h["ts"], h["player"]) for h in out] == [(KO, "A2"), (KO + 501 * MS, "B2")]
 
 
+def test_a_spike_that_flickers_across_the_threshold_is_one_contact() -> None:
+    """A goalkeeper's catch: |a| hovers around 55 m/s² for 20 ms, dipping under it every few rows."""
+    around = [60_000_000, 50_000_000, 58_000_000, 47_000_000, 49_000_000, 56_000_000]
+    catch = [ball(KO + n * BALL_DT, a=around[n % len(around)]) for n in range(40)]
+    out, comp = hits([leg(13, KO - MS, 20500), *catch, ball(KO + 40 * BALL_DT)])
+    assert [(h["ts"], h["player"]) for h in out] == [(KO, "A1")]
+    assert comp.counters()["spikes_without_player"] == 0
+
+
+def test_a_new_contact_after_the_rearm_time_is_a_new_hit() -> None:
+    """Two rows over the threshold 10 ms apart (the default ``rearm_ms``) belong to two contacts."""
+    rows = [leg(47, KO - MS, 20500), ball(KO, a=KICK), ball(KO + 5 * MS), ball(KO + 10 * MS, a=KICK)]
+    out, _ = hits(rows)
+    assert [h["ts"] for h in out] == [KO, KO + 10 * MS]
+    out, _ = hits(rows, rearm_ms=11)
+    assert [h["ts"] for h in out] == [KO]
+
+
 def test_threshold_is_inclusive_and_below_is_no_hit() -> None:
     out, _ = hits([leg(47, KO - MS, 20500), *kick(KO, a=55_000_000)])
     assert len(out) == 1

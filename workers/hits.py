@@ -11,11 +11,15 @@ so the referee never hits.
   with the ball's very ts is already applied; this is fixed by the input
   alone. Samples older than ``stale_ms`` are ignored, so a sensor that went
   quiet cannot kick.
-* A kick shows as a short spike: several consecutive ball samples over the
-  threshold. Consecutive samples of one ball over the threshold form one
-  *spike*, and a spike yields at most one hit: at its first sample that has a
-  player sensor within range. The hit's ``ts``, position and ``a`` are that
-  sample's; it is emitted at once (no waiting for the peak).
+* A kick shows as a short spike: ball samples over the threshold. Samples of
+  one ball over the threshold form one *spike* as long as each comes less
+  than ``rearm_ms`` (10 ms, about a kick's contact time) after the previous
+  one; samples under the threshold in between do not end it. A catch or a
+  soft touch decelerates the ball near the threshold for tens of ms, and its
+  noisy |a| flickers across it: one contact, one spike. A spike yields at
+  most one hit: at its first sample that has a player sensor within range.
+  The hit's ``ts``, position and ``a`` are that sample's; it is emitted at
+  once (no waiting for the peak).
 * When several players are within range, the one with the nearest sensor
   (3-D distance) is the hitter; such cases are counted as ``ambiguous``.
 * ``policy: nfp`` (docs/policies.md): a spike row is *in doubt* when ball rows
@@ -46,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "threshold": 55_000_000,  # µm/s^2 (55 m/s^2)
     "radius_mm": 1000,
     "stale_ms": 250,
+    "rearm_ms": 10,
 }
 MAX_SPEED_MM_PER_PS = 12e-9  # 12 m/s: how far a sensor that lost rows may have moved since its latest one
 
@@ -84,6 +89,7 @@ class BallHits(OrderedComponent):
         self.threshold = conf["threshold"]
         self.radius_sq = conf["radius_mm"] ** 2
         self.stale_ps = round(conf["stale_ms"] * debs.PS_PER_MS)
+        self.rearm_ps = round(conf["rearm_ms"] * debs.PS_PER_MS)
         self.output = ctx.outputs[OUTPUT]
         self.owner = {sid: p for p, sids in debs.PLAYER_SENSORS.items() for sid in sids}
         self.balls = frozenset(debs.BALLS)
@@ -91,11 +97,13 @@ class BallHits(OrderedComponent):
         self.latest: dict[int, tuple[int, float, float, float]] = {}
         self.spike_sid: int | None = None  # ball whose spike is running
         self.spike_done = False  # that spike already produced its hit
+        self.spike_last = 0  # ts of the spike's latest sample over the threshold
         self.bad = 0
         self.other_sid = 0
         self.hits = 0
         self.ambiguous = 0
-        self.unmatched_spikes = 0
+        self.spikes = 0
+        self.decided_spikes = 0  # spikes that gave a hit or a doubt marker
         self.nfp = self.policy == "nfp"
         self.doubts = Doubts()
         self.ball_gaps = GapWatch(BALL_GAP_PS, self.doubts)
@@ -134,21 +142,19 @@ class BallHits(OrderedComponent):
             if self.nfp:
                 self.ball_gaps.see(sid, ts)
             if a < threshold:
-                if self.spike_sid is not None and not self.spike_done:
-                    self.unmatched_spikes += 1
-                self.spike_sid = None
                 continue
-            if self.spike_sid != sid:
-                if self.spike_sid is not None and not self.spike_done:
-                    self.unmatched_spikes += 1
+            if self.spike_sid != sid or ts - self.spike_last >= self.rearm_ps:
                 self.spike_sid, self.spike_done, self.spike_start = sid, False, ts
+                self.spikes += 1
                 if self.nfp:
                     self.doubts.forget_before(ts - debs.PS_PER_S)
+            self.spike_last = ts
             if self.spike_done:
                 continue
             player = self.hitter(ts, x, y, z)
             if self.nfp and self.in_doubt(ts, x, y, z, player):
                 self.spike_done = True
+                self.decided_spikes += 1
                 self.withheld += player is not None
                 self.doubt_markers += 1
                 out.append({"ts": ts, "doubt": "hit", "sid": sid, "x": x, "y": y, "z": z, "a": a})
@@ -156,6 +162,7 @@ class BallHits(OrderedComponent):
             if player is None:
                 continue
             self.spike_done = True
+            self.decided_spikes += 1
             self.hits += 1
             out.append({"ts": ts, "player": player, "sid": sid, "x": x, "y": y, "z": z, "a": a})
         if out:
@@ -217,7 +224,7 @@ class BallHits(OrderedComponent):
             "doubt_markers": self.doubt_markers,
             "hits": self.hits,
             "ambiguous_hits": self.ambiguous,
-            "spikes_without_player": self.unmatched_spikes,
+            "spikes_without_player": self.spikes - self.decided_spikes,
             "bad_rows": self.bad,
             "other_sensor_rows": self.other_sid,
         }

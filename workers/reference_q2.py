@@ -21,10 +21,10 @@ release point and ball, the first inside row after it (an as-of lookup); the
 driver follows the chain over that small table (one entry per run). ACTIVEBALL
 is then every row of an active period's run from its activation row on.
 
-**Ball hits** (Spark). A spike is a maximal sequence of consecutive ACTIVEBALL
-rows of one ball with ``a >= 55 m/s²``; consecutive means consecutive in
-ACTIVEBALL, so a row's predecessor is the ball's previous row, or the previous
-period's last row for an activation row. For every spike row, each player
+**Ball hits** (Spark). Take the ACTIVEBALL rows with ``a >= 55 m/s²`` in
+stream order; a spike starts at such a row unless the previous one is of the
+same ball and less than 10 ms earlier (rows under the threshold in between do
+not matter). For every spike row, each player
 sensor's latest row at or before it (equal ts counts) is looked up with an
 as-of window over only the player rows near spikes; the row must be at most
 250 ms old and within 1 m (3-D). The nearest sensor's player is the hitter; a
@@ -97,6 +97,7 @@ S2, E2 = SECOND_HALF
 THRESHOLD = 55_000_000  # µm/s² (55 m/s²)
 RADIUS_MM = 1000
 STALE_PS = 250 * PS_PER_MS
+REARM_PS = 10 * PS_PER_MS  # a spike's rows over the threshold are less than this apart
 BUCKET_PS = 20 * PS_PER_MS
 HEARTBEAT_MS = 10  # as `pan simulate` feeds (simulator.simulate.HEARTBEAT_PS); a test checks they agree
 NO_END = 1 << 62
@@ -209,13 +210,12 @@ def _ball_rows(spark: Any, data_dir: Path) -> tuple[Any, bool] | None:
 
 
 def _runs(rows: Any, break_reset: bool) -> Any:
-    """Adds ``run`` (per ball, counted from 1) to inside rows and exit rows, ``prev_a`` (the ball's previous row)."""
+    """Adds ``run`` (per ball, counted from 1) to inside rows and exit rows."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     w = Window.partitionBy("sid").orderBy("ts", "blk", "rid")
-    lagged = rows.select("*", F.lag("inside").over(w).alias("prev_inside"), F.lag("half").over(w).alias("prev_half"),
-                         F.lag("a").over(w).alias("prev_a"))
+    lagged = rows.select("*", F.lag("inside").over(w).alias("prev_inside"), F.lag("half").over(w).alias("prev_half"))
     # Consecutive rows of the ball with no reset between them (a ball row in the break resets).
     cont = F.col("prev_inside").isNotNull() & (F.lit(not break_reset) | (F.col("prev_half") == F.col("half")))
     starts = F.col("inside") & ~(cont & F.col("prev_inside"))
@@ -223,7 +223,7 @@ def _runs(rows: Any, break_reset: bool) -> Any:
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     counted = lagged.select("*", exits.alias("exit"), F.sum(starts.cast("long")).over(upto).alias("n"))
     return counted.select(
-        *AB_FIELDS, *KEY[1:], "inside", "half", "prev_a", "exit",
+        *AB_FIELDS, *KEY[1:], "inside", "half", "exit",
         F.when(F.col("inside") | F.col("exit"), F.col("n")).alias("run"),
     )
 
@@ -248,13 +248,13 @@ def _next_inside(spark: Any, runs: Any, markers: list[Key]) -> dict[tuple[Key, i
             for r in found.collect() if r["next"] is not None}
 
 
-def active_periods(spark: Any, runs: Any, break_reset: bool) -> list[tuple[int, int, Key, int | None, int | None]]:
-    """The chain of active periods: (ball, run, activation key, previous period's ball, its last row's a)."""
+def active_periods(spark: Any, runs: Any, break_reset: bool) -> list[tuple[int, int, Key]]:
+    """The chain of active periods: (ball, run, activation key)."""
     from pyspark.sql import functions as F
 
     k = F.struct(*KEY)
     table = runs.where(F.col("run").isNotNull()).groupBy("sid", "run").agg(
-        F.min(F.when(F.col("inside"), k)).alias("start"), F.max(k).alias("end"), F.max_by("a", k).alias("end_a"),
+        F.min(F.when(F.col("inside"), k)).alias("start"), F.max(k).alias("end"),
         F.max(F.col("exit").cast("int")).alias("exit"), F.max("half").alias("half"),
     ).collect()
     info = {(r["sid"], r["run"]): r for r in table}
@@ -267,14 +267,12 @@ def active_periods(spark: Any, runs: Any, break_reset: bool) -> list[tuple[int, 
 
     markers = sorted({m for r in table if (m := release(r)) is not None})
     after = _next_inside(spark, runs, markers)
-    periods: list[tuple[int, int, Key, int | None, int | None]] = []
+    periods: list[tuple[int, int, Key]] = []
     act = min(((_key(r["start"]), r["sid"], r["run"]) for r in table), default=None)
-    prev: tuple[int, int] | None = None
     while act is not None:
         key, sid, run = act
         r = info[(sid, run)]
-        periods.append((sid, run, key, *(prev or (None, None))))
-        prev = (sid, r["end_a"])
+        periods.append((sid, run, key))
         mark = release(r)
         if mark is None:
             break
@@ -326,13 +324,12 @@ def ball_hits(spark: Any, data_dir: Path, active: Any) -> list[dict[str, Any]]:
     from pyspark.sql import functions as F
 
     k = F.struct(*KEY)
-    is_act = k == F.col("act")
-    pred_a = F.when(is_act, F.col("period_prev_a")).otherwise(F.col("prev_a"))
-    pred_same = F.when(is_act, F.col("period_prev_sid") == F.col("sid")).otherwise(F.lit(True))
-    start = ~F.coalesce(pred_same & (pred_a >= THRESHOLD), F.lit(False))
-    cand = active.where(F.col("a") >= THRESHOLD).select(*AB_FIELDS, *KEY[1:], k.alias("ck"), start.alias("start"))
-    w = Window.partitionBy("sid").orderBy("ck").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    cand = cand.withColumn("spike", F.sum(F.col("start").cast("long")).over(w)).persist()
+    cand = active.where(F.col("a") >= THRESHOLD).select(*AB_FIELDS, *KEY[1:], k.alias("ck"))
+    order = Window.orderBy("ck")  # every ball's rows over the threshold, in ACTIVEBALL order
+    same = (F.lag("sid").over(order) == F.col("sid")) & (F.col("ts") - F.lag("ts").over(order) < REARM_PS)
+    cand = cand.withColumn("start", ~F.coalesce(same, F.lit(False)))
+    running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    cand = cand.withColumn("spike", F.sum(F.col("start").cast("long")).over(running)).persist()
     try:
         hitters = _hitters(spark, data_dir, cand)
         if hitters is None:
@@ -534,9 +531,8 @@ def q2(spark: Any, data_dir: Path, heartbeat_ms: int = HEARTBEAT_MS) -> Q2Result
         periods = active_periods(spark, runs, break_reset)
         result.periods = len(periods)
         table = F.broadcast(spark.createDataFrame(
-            [(sid, run, *key, p, psid, pa) for p, (sid, run, key, psid, pa) in enumerate(periods)],
-            "sid long, run long, ats long, abpos int, ablk long, arid long, period int, "
-            "period_prev_sid long, period_prev_a long",
+            [(sid, run, *key, p) for p, (sid, run, key) in enumerate(periods)],
+            "sid long, run long, ats long, abpos int, ablk long, arid long, period int",
         ))
         act = F.struct(*(F.col(f"a{c}").alias(c) for c in KEY))
         active = (
