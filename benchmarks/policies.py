@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from simulator.score import ambiguous_spans
+
 HELP = "precision and recall of best_effort and nfp detection under random row loss"
 KEYS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
 CHUNK_PS = 5 * 10**12
@@ -167,10 +169,18 @@ def score(out: dict[str, Any], truth: dict[str, list[Any]]) -> dict[str, dict[st
     }
     result = {}
     unclear = truth.get("unclear_hits", [])  # ambiguous or unobservable kicks: scored by neither policy
+    spans = truth.get("unclear_spans", [])  # the play such kicks decide (simulator.score.ambiguous_spans)
+
+    def decided_by_unclear(interval: tuple[str, int, int]) -> bool:
+        return any(x - TOLERANCE_PS <= t <= y + TOLERANCE_PS for x, y in spans for t in interval[1:])
+
     for name, same in rules.items():
         found, true = out[name], truth[name]
         if name == "hits":
             found = [f for f in found if not any(abs(f[0] - t) <= TOLERANCE_PS for t in unclear)]
+        if name == "possession":
+            found = [f for f in found if not decided_by_unclear(f)]
+            true = [t for t in true if not decided_by_unclear(t)]
         n = matches(found, true, same)
         result[name] = {
             "found": len(found), "truth": len(true), "matched": n, "false_positives": len(found) - n,
@@ -195,10 +205,14 @@ def read_truth(folder: Path) -> dict[str, list[Any]]:
     # The realistic truth flags kicks with two players within reach (ambiguous) or no ball data
     # (unobservable): no detector can tell their kicker, so they are set apart as in simulator/score.py.
     clear = [k for k in kicks if len(k) < 7 or (k[5] in ("0", "False", "false") and k[6] in ("1", "True", "true"))]
+    possession = [(p, int(a), int(b)) for p, a, b in rows("possession.csv")]
+    # A possession that such a kick starts or ends is set apart too, found or true.
+    flagged = [{"ts": k[0], "ambiguous": "0" if k in clear else "1", "observable": "1"} for k in kicks]
     return {
         "hits": [(int(t), p) for t, p, *_ in clear],
         "unclear_hits": [int(k[0]) for k in kicks if k not in clear],
-        "possession": [(p, int(a), int(b)) for p, a, b in rows("possession.csv")],
+        "unclear_spans": ambiguous_spans(flagged, possession),
+        "possession": possession,
         "shots": [(int(a), p) for p, a, *_ in rows("shots.csv")],  # the realistic truth has more columns
     }
 
