@@ -185,6 +185,7 @@ class StreamSubscriber:
         local: LocalPublishers | None = None,
         wake_on_meta: bool = False,
         gaps: bool = False,
+        hold: str | None = None,
     ) -> None:
         self.stream = stream
         self.repository = parse_address(repository)
@@ -207,6 +208,9 @@ class StreamSubscriber:
         self._session = session
         self._local = local
         self.wake_on_meta = wake_on_meta  # long polls also end on producer meta changes (K, wm)
+        #: A name under which publishers keep every tuple this subscriber has not read (``/data?hold=``):
+        #: for recorders that must lose nothing; a live client leaves it None and skips ahead instead.
+        self.hold = hold
         self._owns_session = session is None
         self._backoff = retry_backoff_s[0]
         self._lagging = 0
@@ -293,6 +297,8 @@ class StreamSubscriber:
                 params["w"] = str(self.max_wait_ms)
             if self.wake_on_meta:
                 params["m"] = "1"
+            if self.hold is not None:
+                params["hold"] = self.hold
         serve = self._local.lookup(source.host, source.port) if self._local is not None else None
         if serve is not None:
             return _checked_page(await self._get_local(serve, source))
@@ -311,7 +317,7 @@ class StreamSubscriber:
         oldest, latest = (self.page_size, None) if self._positioned else (None, 1)
         wait_ms = self.max_wait_ms if self._positioned else 0
         try:
-            return await serve(self.stream, after, oldest, latest, wait_ms, self.wake_on_meta)
+            return await serve(self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold)
         except NotFound as exc:
             raise ValueError(f"{source.endpoint}: {exc.message}") from None
         except BadRequest as exc:

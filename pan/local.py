@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta)`` -> the `/data` answer body.
-DataFunction = Callable[[str, int, int | None, int | None, int, bool], Awaitable[bytes]]
+#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold)`` -> the `/data` answer body.
+DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None], Awaitable[bytes]]
 
 
 class LocalPublishers:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import time
@@ -80,6 +81,7 @@ class Recorder:
         self._files: dict[str, IO[bytes]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
+        self.holder = f"pan-replay-{os.getpid()}-{id(self):x}"
 
     async def start(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -93,6 +95,7 @@ class Recorder:
                 page_size=5000,
                 norep=True,
                 session=self._session,
+                hold=self.holder,  # publishers keep what we have not recorded yet: a replay loses nothing
             )
             self.subscribers[stream] = subscriber
             self._tasks.append(asyncio.create_task(self._record(stream, subscriber), name=f"record {stream}"))

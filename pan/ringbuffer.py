@@ -90,6 +90,15 @@ class RingBuffer(Generic[T]):
             self._first = self._next - self.capacity
         self._wake()
 
+    def resize(self, capacity: int) -> None:
+        """Change the capacity, keeping every held item; ``capacity`` must fit them all."""
+        if capacity < max(1, len(self)):
+            raise ValueError(f"capacity {capacity} cannot hold the {len(self)} items held")
+        slots: list[object] = [_HOLE] * capacity
+        for index in range(self._first, self._next):
+            slots[index % capacity] = self._slots[index % self.capacity]
+        self._slots, self.capacity = slots, capacity
+
     def drop_before(self, index: int) -> None:
         """Forget the items older than ``index`` now, e.g. to stay within a byte budget.
 

@@ -28,6 +28,11 @@ _SIZES_COMPACT = 4096  # drop the forgotten head of the size table once it is th
 Tuple = dict[str, Any]
 
 
+#: A lossless reader (``/data?hold=NAME``) that has not asked for this long is forgotten (s); above the
+#: longest long poll, so only a reader that went away expires.
+HOLD_EXPIRY_S = 120.0
+
+
 def encode(record: Tuple) -> bytes:
     """orjson bytes, copied to their exact size.
 
@@ -63,6 +68,11 @@ class OutputStream:
     ):
         self.name = name
         self.buffer: RingBuffer[bytes] = RingBuffer(capacity)
+        self.base_capacity = capacity
+        #: Readers that asked for every tuple (``/data?hold=NAME``): name -> (the index they have read up to,
+        #: monotonic time of their latest request). While one lags, the ring grows instead of overwriting.
+        self._holders: dict[str, tuple[int, float]] = {}
+        self.grown_for_holders = 0
         self.byte_budget = byte_budget
         self.held_bytes = 0  # encoded bytes of the tuples the buffer holds
         self.dropped_for_bytes = 0  # tuples dropped early to stay within byte_budget
@@ -91,6 +101,8 @@ class OutputStream:
         record["i"] = index  # an input tuple's own index must not leak into this stream
         encoded = encode(record)
         skipped = index - self.buffer.next_index
+        if skipped == 0:  # a repeater's gap is not ours to hold
+            self._make_room(1)
         self.buffer.append(encoded, index)
         self.appended += 1
         self._account([len(encoded)], skipped)
@@ -107,6 +119,7 @@ class OutputStream:
 
     def extend_encoded(self, encoded: list[bytes]) -> None:
         """Append JSON objects the caller encoded with indices from ``next_index`` on."""
+        self._make_room(len(encoded))
         self.buffer.extend(encoded)
         self.appended += len(encoded)
         self._account(list(map(len, encoded)))
@@ -136,9 +149,13 @@ class OutputStream:
         self._sizes_start = end
 
     def _drop_for_budget(self) -> None:
-        """Drop the oldest tuples until the rest fit the budget; the newest is always kept."""
+        """Drop the oldest tuples until the rest fit the budget; the newest, and what a holder has not
+        read, are always kept."""
         table, budget = self._sizes, self.byte_budget
         position, last, held, dropped = self._sizes_start, len(table) - 1, self.held_bytes, 0
+        unread = self._unread_from()
+        if unread is not None:
+            last = min(last, position + max(0, unread - (self.buffer.next_index - len(self.buffer))))
         while held > budget and position < last:
             size = table[position]
             held -= size
@@ -148,6 +165,52 @@ class OutputStream:
         self.buffer.drop_before(first + position - self._sizes_start)
         self.dropped_for_bytes += dropped
         self._forget(position - self._sizes_start)
+
+    # --- lossless readers ----------------------------------------------------------
+
+    def hold(self, reader: str, after: int) -> None:
+        """``reader`` has every tuple up to ``after`` and wants none after it overwritten.
+
+        For readers that must not lose anything (``pan replay`` recording), not
+        for live clients: while such a reader lags, the ring grows (the byte
+        budget does not drop its unread tuples either) and shrinks back to
+        ``buffer_size`` once it has caught up. A reader silent for
+        ``HOLD_EXPIRY_S`` is forgotten.
+        """
+        self._holders[reader] = (after, time.monotonic())
+        if self.buffer.capacity > self.base_capacity:
+            self._trim()
+
+    def _unread_from(self) -> int | None:
+        """The oldest index a live holder has not read yet, or None without holders."""
+        if not self._holders:
+            return None
+        now = time.monotonic()
+        for reader in [r for r, (_, seen) in self._holders.items() if now - seen > HOLD_EXPIRY_S]:
+            del self._holders[reader]
+        return min(after for after, _ in self._holders.values()) + 1 if self._holders else None
+
+    def _make_room(self, count: int) -> None:
+        """Grow the ring so that appending ``count`` tuples overwrites nothing a holder has not read."""
+        unread = self._unread_from()
+        if unread is None:
+            return
+        oldest_kept = max(unread, self.buffer.next_index - len(self.buffer))
+        needed = self.buffer.next_index + count - oldest_kept
+        if needed > self.buffer.capacity:
+            self.buffer.resize(max(needed, 2 * self.buffer.capacity))
+            self.grown_for_holders += 1
+
+    def _trim(self) -> None:
+        """After a holder read on: free what everyone has read beyond ``buffer_size``, then shrink."""
+        unread = self._unread_from()
+        start, end = self.buffer.next_index - len(self.buffer), self.buffer.next_index
+        keep_from = min(end - self.base_capacity, end if unread is None else unread)
+        if keep_from > start:
+            self.buffer.drop_before(keep_from)
+            self._forget(self.buffer.next_index - len(self.buffer) - start)
+        if len(self.buffer) <= self.base_capacity:
+            self.buffer.resize(self.base_capacity)
 
     def update_meta(self, meta: dict[str, Any]) -> None:
         """Merge producer information and wake long polls when downstream must hear it now.
@@ -203,6 +266,8 @@ class OutputStream:
             "held_bytes": self.held_bytes,
             "byte_budget": self.byte_budget,
             "dropped_for_bytes": self.dropped_for_bytes,
+            "holders": len(self._holders),
+            "grown_for_holders": self.grown_for_holders,
             "appended": self.appended,
             "requests": self.requests,
             "served_tuples": self.served_tuples,

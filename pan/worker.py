@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import html
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -48,6 +49,7 @@ from pan.workflow import RepositorySpec, WorkerSpec
 MAX_PAGE = 100_000  # tuples per /data answer
 DEFAULT_PAGE = 10_000  # when neither l nor n is given
 MAX_WAIT_MS = 60_000
+HOLDER_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 MAX_INDEX = 2**63 - 1
 PULL_WAIT_MS = 1000
 PULL_PAGE = 10_000  # a worker (e.g. a repeater) must drain a fast stream in few round trips
@@ -266,18 +268,27 @@ class Worker:
         oldest = query_int(q, "n", minimum=1, maximum=MAX_PAGE)
         wait_ms = query_int(q, "w", default=0, minimum=0, maximum=MAX_WAIT_MS)
         wake_on_meta = query_bool(q, "m")
+        hold = query_str(q, "hold")
         if latest is not None and oldest is not None:
             raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
+        if hold is not None and not HOLDER_NAME.fullmatch(hold):
+            raise BadRequest("parameter 'hold' must be 1-64 letters, digits or . _ : -")
         assert name is not None and after is not None and wait_ms is not None
-        return raw_json_response(await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta))
+        return raw_json_response(await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta, hold))
 
     async def serve_data(
-        self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool
+        self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
+        hold: str | None = None,
     ) -> bytes:
-        """The `/data` answer body for validated parameters (HTTP and in-process subscribers)."""
+        """The `/data` answer body for validated parameters (HTTP and in-process subscribers).
+
+        ``hold``: the reader's name, if it must lose nothing (``OutputStream.hold``).
+        """
         stream = self.outputs.get(name)
         if stream is None:
             raise NotFound(f"worker '{self.spec.name}' does not publish stream '{name}'")
+        if hold is not None:
+            stream.hold(hold, after)
         if latest is None and oldest is None:
             oldest = DEFAULT_PAGE
         if wait_ms and stream.buffer.last <= after:

@@ -107,6 +107,8 @@ async def test_long_poll_times_out_empty(worker: Worker) -> None:
         ({"s": "S", "w": -3}, "'w' must be >= 0"),
         ({"s": "S", "w": 10**8}, "'w' must be <="),
         ({"s": "S", "i": "9" * 40}, "'i' must be <="),
+        ({"s": "S", "hold": "a b"}, "'hold' must be"),
+        ({"s": "S", "hold": "x" * 65}, "'hold' must be"),
         ({}, "missing parameter 's'"),
     ],
 )
@@ -145,3 +147,35 @@ async def test_streams_health_metrics_debug(worker: Worker) -> None:
     assert 'pan_component_rows{worker="F"} 0' in metrics
     status, page = await get_json(f"{base}/debug")
     assert status == 200 and "<table" in page and ">S<" in page
+
+
+async def test_a_holding_reader_loses_nothing_and_the_ring_shrinks_back(worker: Worker) -> None:
+    """``hold=NAME``: a burst of 40 into a 5-deep ring reaches the holder whole; others still miss."""
+    _, first = await get_json(data_url(worker), s="S", i=-1, hold="rec-1")  # registers, has read nothing
+    assert first["tuples"] == []
+    fill(worker, "S", 40)
+    stream = worker.outputs["S"]
+    assert stream.buffer.capacity >= 40 and stream.counters()["holders"] == 1
+    _, other = await get_json(data_url(worker), s="S", i=-1, n=100)  # a plain reader
+    assert other["missed"] == 0  # nothing was overwritten for anyone yet
+    got: list[int] = []
+    position = -1
+    while position < 39:
+        _, page = await get_json(data_url(worker), s="S", i=position, n=7, hold="rec-1")
+        assert page["missed"] == 0
+        got += [t["i"] for t in page["tuples"]]
+        position = got[-1]
+    assert got == list(range(40))
+    await get_json(data_url(worker), s="S", i=position, hold="rec-1")  # says it has read everything
+    assert stream.buffer.capacity == 5 and len(stream.buffer) == 5
+    _, late = await get_json(data_url(worker), s="S", i=-1)
+    assert late["missed"] == 35 and [t["i"] for t in late["tuples"]] == [35, 36, 37, 38, 39]
+
+
+async def test_a_silent_holder_is_forgotten(worker: Worker, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pan.streams
+
+    await get_json(data_url(worker), s="S", i=-1, hold="gone")
+    monkeypatch.setattr(pan.streams, "HOLD_EXPIRY_S", 0.0)
+    fill(worker, "S", 20)
+    assert worker.outputs["S"].buffer.capacity == 5 and worker.outputs["S"].counters()["holders"] == 0
