@@ -118,10 +118,14 @@ class Recorder:
 
     def all_ended(self) -> bool:
         """Every stream ended and recorded up to its producer's last tuple."""
-        return all(
-            sub.meta.get("wm") == END_OF_STREAM and sub.position >= sub.upstream_last
-            for sub in self.subscribers.values()
-        )
+        return not self.not_ended()
+
+    def not_ended(self) -> list[str]:
+        """The streams that have not ended, or not been recorded up to their producer's last tuple."""
+        return [
+            stream for stream, sub in self.subscribers.items()
+            if sub.meta.get("wm") != END_OF_STREAM or sub.position < sub.upstream_last
+        ]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -220,5 +224,8 @@ async def _wait_until_quiet(recorder: Recorder, quiet_s: float) -> None:
         if now != last:
             last, last_change = now, time.monotonic()
         elif time.monotonic() - last_change >= quiet_s:
+            open_streams = recorder.not_ended()
+            log.info("nothing moved for %.0f s; %d streams never ended%s", quiet_s, len(open_streams),
+                     f" (e.g. {', '.join(open_streams[:5])})" if open_streams else "")
             return
     log.warning("outputs still changing after %.0f s; stopping anyway", MAX_DRAIN_S)

@@ -28,6 +28,9 @@ _SIZES_COMPACT = 4096  # drop the forgotten head of the size table once it is th
 Tuple = dict[str, Any]
 
 
+#: Bytes of tuples in one `/data` answer at most (beyond one tuple).
+PAGE_BYTES = 1 << 20
+
 #: A lossless reader (``/data?hold=NAME``) that has not asked for this long is forgotten (s); above the
 #: longest long poll, so only a reader that went away expires.
 HOLD_EXPIRY_S = 120.0
@@ -54,6 +57,20 @@ def _k_grew(old: dict[str, Any], new: dict[str, Any]) -> bool:
 def _wm_moved(old: dict[str, Any], new: dict[str, Any]) -> bool:
     wm = new.get("wm")
     return isinstance(wm, int) and wm > (old.get("wm") or -(2**63))
+
+
+def _within_page_bytes(items: list[bytes]) -> list[bytes]:
+    """The oldest items of a page that fit ``PAGE_BYTES`` (at least one): the reader asks again for the rest.
+
+    Keeps every answer, and the client's decoding of it, small whatever the tuple size: a page of 10,000
+    64x100 heat maps would be 250 MB of JSON.
+    """
+    total = 0
+    for n, item in enumerate(items):
+        total += len(item)
+        if total > PAGE_BYTES and n:
+            return items[:n]
+    return items
 
 
 class OutputStream:
@@ -243,14 +260,17 @@ class OutputStream:
     def render(self, after: int, *, oldest: int | None, latest: int | None) -> bytes:
         """The `/data` answer body, built from pre-encoded tuples."""
         page = self.buffer.read(after, oldest=oldest, latest=latest)
+        items = page.items
+        if latest is None:
+            items = _within_page_bytes(items)
         self.requests += 1
-        self.served_tuples += len(page.items)
+        self.served_tuples += len(items)
         return b"".join(
             (
                 b'{"status":"ok","stream":',
                 self._name_json,
                 b',"tuples":[',
-                b",".join(page.items),
+                b",".join(items),
                 b'],"first":%d,"last":%d,"missed":%d,"meta":' % (page.first, page.last, page.missed),
                 orjson.dumps(self.meta),
                 b"}",

@@ -179,3 +179,19 @@ async def test_a_silent_holder_is_forgotten(worker: Worker, monkeypatch: pytest.
     monkeypatch.setattr(pan.streams, "HOLD_EXPIRY_S", 0.0)
     fill(worker, "S", 20)
     assert worker.outputs["S"].buffer.capacity == 5 and worker.outputs["S"].counters()["holders"] == 0
+
+
+async def test_pages_stop_at_the_byte_limit_but_hold_at_least_one_tuple(
+        worker: Worker, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pan.streams
+
+    fill(worker, "S", 4)
+    size = len(worker.outputs["S"].buffer.read(-1, oldest=1).items[0])
+    monkeypatch.setattr(pan.streams, "PAGE_BYTES", 2 * size)
+    _, page = await get_json(data_url(worker), s="S", i=-1, n=4)
+    assert [t["i"] for t in page["tuples"]] == [0, 1] and page["last"] == 3
+    monkeypatch.setattr(pan.streams, "PAGE_BYTES", 1)
+    _, page = await get_json(data_url(worker), s="S", i=1, n=4)
+    assert [t["i"] for t in page["tuples"]] == [2]
+    _, page = await get_json(data_url(worker), s="S", l=3)  # the latest N are never cut
+    assert [t["i"] for t in page["tuples"]] == [1, 2, 3]
