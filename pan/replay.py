@@ -43,7 +43,9 @@ log = logging.getLogger(__name__)
 STARTUP_TIMEOUT_S = 60.0
 QUIET_S = 6.0  # no tuple and no watermark moved this long after the data ended = done (outputs that never end)
 END_OF_STREAM = 2**62  # a ``wm`` this large: the stream has ended (pan.ordering.END_OF_STREAM)
-MAX_DRAIN_S = 120.0
+#: A safety net, not a stop rule: outputs still changing this long after the feed ended (s) means a stuck run.
+#: A loaded machine can take many minutes to drain a long feed; stopping earlier would cut the recording.
+MAX_DRAIN_S = 1800.0
 
 
 @dataclass
@@ -213,19 +215,29 @@ async def replay(
 
 
 async def _wait_until_quiet(recorder: Recorder, quiet_s: float) -> None:
-    """Until every output ended and is recorded, or nothing moved for ``quiet_s`` (outputs that never end)."""
-    deadline = time.monotonic() + MAX_DRAIN_S
-    last, last_change = recorder.progress(), time.monotonic()
-    while time.monotonic() < deadline:
+    """Until every output ended and is recorded; outputs that never end stop it after ``quiet_s`` without progress.
+
+    A stream that carries a watermark (``wm``) will end: it is waited for however long a loaded
+    machine takes (up to ``MAX_DRAIN_S``), since stopping on a quiet spell would cut the recording
+    where a starved process merely paused. Only streams without a watermark are ended by quiet.
+    """
+    started = time.monotonic()
+    last, last_change, reported = recorder.progress(), started, started
+    while time.monotonic() - started < MAX_DRAIN_S:
         await asyncio.sleep(0.2)
-        if recorder.all_ended():
+        open_streams = recorder.not_ended()
+        if not open_streams:
             return
-        now = recorder.progress()
+        now, clock = recorder.progress(), time.monotonic()
         if now != last:
-            last, last_change = now, time.monotonic()
-        elif time.monotonic() - last_change >= quiet_s:
-            open_streams = recorder.not_ended()
-            log.info("nothing moved for %.0f s; %d streams never ended%s", quiet_s, len(open_streams),
-                     f" (e.g. {', '.join(open_streams[:5])})" if open_streams else "")
+            last, last_change = now, clock
+        ending = [s for s in open_streams if recorder.subscribers[s].meta.get("wm") is not None]
+        if not ending and clock - last_change >= quiet_s:
+            log.info("nothing moved for %.0f s; %d streams without a watermark never ended (e.g. %s)",
+                     quiet_s, len(open_streams), ", ".join(open_streams[:5]))
             return
-    log.warning("outputs still changing after %.0f s; stopping anyway", MAX_DRAIN_S)
+        if clock - reported >= 60:
+            reported = clock
+            log.warning("still waiting for %d streams to end (e.g. %s)", len(ending or open_streams),
+                        ", ".join((ending or open_streams)[:5]))
+    log.warning("outputs not ended after %.0f s; stopping anyway", MAX_DRAIN_S)

@@ -33,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--from", dest="from_ts", type=int, metavar="TS")
     p.add_argument("--to", dest="to_ts", type=int, metavar="TS")
     p.add_argument("--skip-halftime", action="store_true")
-    p.add_argument("--quiet-s", type=float, default=6.0, help="outputs quiet this long after the data = done")
+    p.add_argument("--quiet-s", type=float, default=6.0,
+                   help="outputs without a watermark (which never end) quiet this long after the data = done; "
+                   "outputs with one are waited for until they end")
     p.add_argument("--free-ports", action="store_true",
                    help="move the repository and every worker to free ports (OUTDIR/workflow.json), so that "
                    "several replays can run on one machine")

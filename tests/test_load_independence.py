@@ -26,19 +26,11 @@ from tests.conftest import ROOT
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.timeout(1200),
-    # Known to fail (issue 11 still open), and not because of the load: already the quiet replay loses
-    # 1,664 tuples of each of the 256 heat-map streams (measured 2026-11-24, seed 5). A short generated
-    # match has data for 15 s of each 30-min half; the first second-half sample makes each heat map
-    # emit every game second it skipped (docs/q1-q3.md) in one call, and 1,664 updates overwrite a
-    # 120-deep ring before any reader can fetch them. Needs lossless recording (a reader whose unread
-    # tuples are never overwritten) or catch-up emissions that wait for readers.
-    pytest.mark.skipif(not os.environ.get("PAN_LOAD_INDEPENDENCE"), reason="known failure, see the comment; "
-                       "PAN_LOAD_INDEPENDENCE=1 runs it"),
+    pytest.mark.timeout(2400),  # a quiet and one or more loaded replays: ~5 min on a calm machine
 ]
 
 MINUTES = "0.5"
-QUIET_S = 15.0  # outputs unchanged this long after the data = done (generous: a starved process is slow, not done)
+QUIET_S = 15.0  # only for outputs without a watermark, which this workflow does not have (pan/replay.py)
 MIN_SLOWDOWN = 3.0
 HOG = "while True:\n    pass\n"
 
@@ -50,7 +42,7 @@ def replay(data: Path, out: Path) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "pan", "replay", str(path), "--data", str(data), "--record", str(out),
          "--quiet-s", str(QUIET_S)],
-        cwd=ROOT, capture_output=True, timeout=1000, check=False,
+        cwd=ROOT, capture_output=True, timeout=1500, check=False,
     )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     report = json.loads(done.stdout)
@@ -59,8 +51,8 @@ def replay(data: Path, out: Path) -> dict[str, Any]:
 
 
 def busy_s(report: dict[str, Any]) -> float:
-    """Wall time the replay worked: start-up to its last output (the fixed quiet wait left out)."""
-    return report["elapsed_s"] - QUIET_S
+    """Wall time the replay worked: every output of this workflow ends, so the replay stops at the last one."""
+    return report["elapsed_s"]
 
 
 @contextlib.contextmanager
