@@ -163,12 +163,16 @@ async def replay(
     quiet_s: float = QUIET_S,
     observer: Callable[[], Awaitable[None]] | None = None,
     only: list[str] | None = None,
+    until_ended: bool = False,
 ) -> ReplayResult:
     """Run ``workflow``, record its outputs while ``feed()`` sends the input, stop when done.
 
     ``observer`` (e.g. a live summary) runs from the moment the workflow is up
     until the recording ends, and is cancelled then. ``only`` limits the
     recording to some streams (a benchmark must not measure the recorder).
+    ``until_ended``: the feed ends every input stream (``pan simulate`` does), so every output that
+    carries a watermark ends too and is waited for, however long a loaded machine takes; otherwise
+    the recording stops once nothing moved for ``quiet_s``.
     """
     streams = output_streams(workflow)
     if only is not None:
@@ -193,7 +197,7 @@ async def replay(
         feed_started = time.monotonic()
         summary = await feed()
         feed_s = time.monotonic() - feed_started
-        await _wait_until_quiet(recorder, quiet_s)
+        await _wait_until_quiet(recorder, quiet_s, until_ended)
     finally:
         if watching is not None:
             watching.cancel()
@@ -214,12 +218,12 @@ async def replay(
     return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, feed_s, missed)
 
 
-async def _wait_until_quiet(recorder: Recorder, quiet_s: float) -> None:
-    """Until every output ended and is recorded; outputs that never end stop it after ``quiet_s`` without progress.
+async def _wait_until_quiet(recorder: Recorder, quiet_s: float, until_ended: bool) -> None:
+    """Until every output ended and is recorded, or nothing moved for ``quiet_s``.
 
-    A stream that carries a watermark (``wm``) will end: it is waited for however long a loaded
-    machine takes (up to ``MAX_DRAIN_S``), since stopping on a quiet spell would cut the recording
-    where a starved process merely paused. Only streams without a watermark are ended by quiet.
+    With ``until_ended`` a stream that carries a watermark (``wm``) will end: it is waited for however
+    long a loaded machine takes (up to ``MAX_DRAIN_S``), since stopping on a quiet spell would cut the
+    recording where a starved process merely paused; only streams without a watermark end by quiet.
     """
     started = time.monotonic()
     last, last_change, reported = recorder.progress(), started, started
@@ -231,9 +235,9 @@ async def _wait_until_quiet(recorder: Recorder, quiet_s: float) -> None:
         now, clock = recorder.progress(), time.monotonic()
         if now != last:
             last, last_change = now, clock
-        ending = [s for s in open_streams if recorder.subscribers[s].meta.get("wm") is not None]
+        ending = [s for s in open_streams if until_ended and recorder.subscribers[s].meta.get("wm") is not None]
         if not ending and clock - last_change >= quiet_s:
-            log.info("nothing moved for %.0f s; %d streams without a watermark never ended (e.g. %s)",
+            log.info("nothing moved for %.0f s; %d streams never ended (e.g. %s)",
                      quiet_s, len(open_streams), ", ".join(open_streams[:5]))
             return
         if clock - reported >= 60:

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--skip-halftime", action="store_true")
     p.add_argument("--quiet-s", type=float, default=6.0,
                    help="outputs without a watermark (which never end) quiet this long after the data = done; "
-                   "outputs with one are waited for until they end")
+                   "outputs with one end with the data and are waited for")
     p.add_argument("--free-ports", action="store_true",
                    help="move the repository and every worker to free ports (OUTDIR/workflow.json), so that "
                    "several replays can run on one machine")
@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         return (await simulate(options)).as_dict()
 
     try:
-        result = asyncio.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s))
+        result = asyncio.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
+                                   until_ended=True))
     except (SimulateError, RuntimeError) as exc:
         print(f"pan replay: {exc}", file=sys.stderr)
         return 1
