@@ -43,9 +43,11 @@ log = logging.getLogger(__name__)
 STARTUP_TIMEOUT_S = 60.0
 QUIET_S = 6.0  # no tuple and no watermark moved this long after the data ended = done (outputs that never end)
 END_OF_STREAM = 2**62  # a ``wm`` this large: the stream has ended (pan.ordering.END_OF_STREAM)
-#: A safety net, not a stop rule: outputs still changing this long after the feed ended (s) means a stuck run.
-#: A loaded machine can take many minutes to drain a long feed; stopping earlier would cut the recording.
+#: How long after the feed outputs may keep changing (s). Waiting for streams to end (``until_ended``) is
+#: a safety net against a stuck run: a loaded machine can take many minutes to drain a long feed. Without
+#: it, streams that never end keep their watermarks moving, so this is what stops the recording.
 MAX_DRAIN_S = 1800.0
+MAX_QUIET_DRAIN_S = 120.0
 
 
 @dataclass
@@ -227,7 +229,8 @@ async def _wait_until_quiet(recorder: Recorder, quiet_s: float, until_ended: boo
     """
     started = time.monotonic()
     last, last_change, reported = recorder.progress(), started, started
-    while time.monotonic() - started < MAX_DRAIN_S:
+    limit = MAX_DRAIN_S if until_ended else MAX_QUIET_DRAIN_S
+    while time.monotonic() - started < limit:
         await asyncio.sleep(0.2)
         open_streams = recorder.not_ended()
         if not open_streams:
@@ -244,4 +247,4 @@ async def _wait_until_quiet(recorder: Recorder, quiet_s: float, until_ended: boo
             reported = clock
             log.warning("still waiting for %d streams to end (e.g. %s)", len(ending or open_streams),
                         ", ".join((ending or open_streams)[:5]))
-    log.warning("outputs not ended after %.0f s; stopping anyway", MAX_DRAIN_S)
+    log.warning("outputs still changing after %.0f s; stopping anyway", limit)

@@ -33,10 +33,10 @@ from tests.conftest import ROOT
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(900),
-    # Known to fail (issue 11 still open): the watermark test's replays lose 1,649-1,663 tuples of every
-    # heat-map stream (2026-11-24): the half-change catch-up burst of a short match overflows the
-    # heat maps' 120-deep rings, as in tests/test_load_independence.py; the max-mode test was not
-    # reached. (The partial-packet hold and the 12-minute break that kept it from finishing are fixed.)
+    # Not yet part of the suite (issue 11 still open): the watermark test passed on 2026-11-24 once
+    # recordings became lossless (pan replay's hold), in about 3 minutes; the max-mode test's replay was
+    # not seen to finish within the session (it stops on the 120 s drain limit, since max-mode streams
+    # never end), so its assertions are unverified.
     pytest.mark.skipif(not os.environ.get("PAN_ORDERING_MODES"), reason="known failure, see the comment; "
                        "PAN_ORDERING_MODES=1 runs it"),
 ]
