@@ -120,10 +120,6 @@ class Recorder:
         """Tuples recorded and every stream's watermark: anything moving means the run goes on."""
         return self.total(), tuple(sub.meta.get("wm") for sub in self.subscribers.values())
 
-    def all_ended(self) -> bool:
-        """Every stream ended and recorded up to its producer's last tuple."""
-        return not self.not_ended()
-
     def not_ended(self) -> list[str]:
         """The streams that have not ended, or not been recorded up to their producer's last tuple."""
         return [

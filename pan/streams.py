@@ -118,7 +118,7 @@ class OutputStream:
         record["i"] = index  # an input tuple's own index must not leak into this stream
         encoded = encode(record)
         skipped = index - self.buffer.next_index
-        if skipped == 0:  # a repeater's gap is not ours to hold
+        if self._holders and skipped == 0:  # a repeater's gap is not ours to hold
             self._make_room(1)
         self.buffer.append(encoded, index)
         self.appended += 1
@@ -136,7 +136,8 @@ class OutputStream:
 
     def extend_encoded(self, encoded: list[bytes]) -> None:
         """Append JSON objects the caller encoded with indices from ``next_index`` on."""
-        self._make_room(len(encoded))
+        if self._holders:
+            self._make_room(len(encoded))
         self.buffer.extend(encoded)
         self.appended += len(encoded)
         self._account(list(map(len, encoded)))
