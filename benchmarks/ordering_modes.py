@@ -258,7 +258,8 @@ def recoveries(run: Run, windows_by_stream: dict[str, list[tuple[float, float]]]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--minutes", type=float, default=1.0, help="minutes of match to generate (seed 2013)")
+    p.add_argument("--minutes", type=float, default=1.0,
+                   help="minutes of play replayed: the first half of a generated match (seed 2013)")
     p.add_argument("--data", type=Path, help="a `pan split` folder to use instead of generating one")
     p.add_argument("--reps", type=int, default=5, help="replays per mode (medians and spread are reported)")
     p.add_argument("--speedup", type=float, default=1.0, help="event-time factor of the replay (1 = real time)")
@@ -268,15 +269,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "its plot goes to img/ beside it")
 
 
+def first_half(game: Path, out: Path) -> Path:
+    """A generated match's first half as a split folder (without Spark).
+
+    The profile's outage windows are seconds after the first row: with one half
+    they are event seconds too, and no half-time jump (nearly half an hour of
+    game time at once for a short match) loads the machine in the middle.
+    """
+    from benchmarks.query_delay import plain_split
+    from simulator.debs import HALF1
+
+    return plain_split(game, out, until_ts=HALF1[1])
+
+
 def prepare_data(args: argparse.Namespace, work: Path) -> Path:
-    """A split folder: given, or generated and split without Spark (one sorted file per sensor)."""
+    """A split folder: given, or the first half of a generated realistic match."""
     if args.data is not None:
         return Path(args.data)
-    from benchmarks.query_delay import plain_split
-    from simulator.match import generate
+    from simulator.realistic import generate
 
-    generate(work / "game", 20 / 60 if args.quick else args.minutes, seed=2013)
-    return plain_split(work / "game", work / "split")
+    generate(work / "game", 2 * (20 / 60 if args.quick else args.minutes), seed=2013)
+    return first_half(work / "game", work / "split")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -388,7 +401,7 @@ def report(summary: dict[str, Any], machine: dict[str, Any], args: argparse.Name
                                               zip(m["load_start"], m["load_end"], strict=True))
                       for mode, m in modes.items())
     length = "20 s" if args.quick else f"{args.minutes:g} min"
-    match = f"`{args.data}`" if args.data else f"{length} of a generated match"
+    match = f"`{args.data}`" if args.data else f"{length} of play, the first half of a generated realistic match"
     return "\n".join([
         "## Watermark and max mode under impairments (`pan bench ordering-modes`)",
         "",

@@ -70,17 +70,20 @@ def prepare_data(args: argparse.Namespace, work: Path) -> Path:
     return work / "split"
 
 
-def plain_split(game: Path, out: Path) -> Path:
-    """One file per sensor, sorted by ts, without Spark (for --quick only)."""
+def plain_split(game: Path, out: Path, until_ts: int | None = None) -> Path:
+    """One file per sensor, sorted by ts, without Spark; only rows up to ``until_ts`` if given."""
     rows: dict[bytes, list[tuple[int, bytes]]] = {}
     for line in (game / "full-game").read_bytes().splitlines():
         sid, ts, _ = line.split(b",", 2)
-        rows.setdefault(sid, []).append((int(ts), line))
+        if until_ts is None or int(ts) <= until_ts:
+            rows.setdefault(sid, []).append((int(ts), line))
     out.mkdir(parents=True, exist_ok=True)
     for sid, lines in rows.items():
         lines.sort()
         (out / f"SENSOR{sid.decode()}.csv").write_bytes(b"\n".join(line for _, line in lines) + b"\n")
-    (out / "interruptions.csv").write_bytes((game / "interruptions.csv").read_bytes())
+    header, *spans = (game / "interruptions.csv").read_bytes().splitlines(keepends=True)
+    kept = [row for row in spans if until_ts is None or int(row.split(b",", 1)[0]) <= until_ts]
+    (out / "interruptions.csv").write_bytes(header + b"".join(kept))
     return out
 
 

@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--impair", type=Path, metavar="PROFILE.json", help="impairment profile")
     p.add_argument("--from", dest="from_ts", type=int, metavar="TS")
     p.add_argument("--to", dest="to_ts", type=int, metavar="TS")
-    p.add_argument("--skip-halftime", action="store_true")
+    p.add_argument("--skip-halftime", action="store_true", help="leave out the break between the halves")
     p.add_argument("--quiet-s", type=float, default=6.0,
                    help="outputs without a watermark (which never end) quiet this long after the data = done; "
                    "outputs with one end with the data and are waited for")

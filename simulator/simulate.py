@@ -43,6 +43,7 @@ from simulator.sources import (
     RowSource,
     Timeline,
     first_ts,
+    halftime_break,
     interruption_lines,
     last_ts,
     sensor_files,
@@ -74,7 +75,7 @@ class SimulateOptions:
     speedup: float = 1.0  # 0 = unpaced
     start_at_ms: int | None = None  # epoch ms on the provider's clock; None = right after connecting
     skip_halftime: bool = False
-    halftime: tuple[int, int] = (HALF1[1], HALF2[0])
+    halftime: tuple[int, int] = (HALF1[1], HALF2[0])  # at most this break; the data's own can be longer
     from_ts: int | None = None
     to_ts: int | None = None
     impair: ImpairProfile | None = None
@@ -585,7 +586,7 @@ async def simulate(opts: SimulateOptions) -> Summary:
     origin = first_ts(opts.data_dir, sensor_files(opts.data_dir))
     if opts.from_ts is not None:
         origin = opts.from_ts if origin is None else max(origin, opts.from_ts)
-    gap = opts.halftime if opts.skip_halftime else None
+    gap = halftime_break(sensor_files(opts.data_dir), *opts.halftime) if opts.skip_halftime else None
     filters = {"lo": opts.from_ts, "hi": opts.to_ts, "gap": gap}
 
     sources: dict[str, RowSource] = {s: RowSource.from_file(s, p, **filters) for s, p in files.items()}

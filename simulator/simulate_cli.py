@@ -30,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--sensors", help="comma-separated subset, e.g. SENSOR4,SENSOR8,INTERRUPTIONS (or 4,8)")
     p.add_argument("--speedup", type=float, default=1.0, help="event-time factor; 0 = unpaced (default 1)")
     p.add_argument("--start-at", type=int, metavar="EPOCH_MS", help="common start time on the (WTT) clock")
-    p.add_argument("--skip-halftime", action="store_true", help="leave out the half-time break")
+    p.add_argument("--skip-halftime", action="store_true",
+                   help="leave out the break, from the first half's last row to the second half's first")
     p.add_argument("--from", dest="from_ts", type=int, metavar="TS", help="first ts to replay (ps)")
     p.add_argument("--to", dest="to_ts", type=int, metavar="TS", help="last ts to replay (ps)")
     p.add_argument("--impair", type=Path, metavar="PROFILE.json", help="impairment profile")

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import orjson
@@ -231,6 +232,65 @@ def last_ts(data_dir: Path, files: dict[str, Path]) -> int | None:
                     lasts.append(int(line.split(b",", 2)[1]))
                     break
     return max(lasts) if lasts else None
+
+
+def _row_after(f: BinaryIO, offset: int) -> tuple[int, int] | None:
+    """(ts, start) of the first row that starts after ``offset`` (the first row for -1); None past the last."""
+    f.seek(max(0, offset))
+    if offset >= 0:
+        f.readline()  # the rest of the row the offset falls in
+    while line := f.readline():
+        with contextlib.suppress(ValueError, IndexError):
+            return int(line.split(b",", 2)[1]), f.tell() - len(line)
+    return None
+
+
+def rows_around(path: Path, bound: int, scan_bytes: int = 1 << 16) -> tuple[int | None, int | None]:
+    """The last ts ``<= bound`` and the first ts ``> bound`` of a ts-sorted sensor file.
+
+    A binary search over byte offsets, then a short scan: a few dozen reads even
+    for a full game's file. Rows starting before ``lo`` are ``<= bound``, rows
+    starting at ``hi`` or later are ``> bound``.
+    """
+    before = after = None
+    with open(path, "rb") as f:
+        lo, hi = 0, path.stat().st_size
+        while hi - lo > max(2, scan_bytes):  # (3 bytes or more: every step narrows the range)
+            mid = (lo + hi) // 2
+            row = _row_after(f, mid)
+            if row is None or row[1] >= hi:
+                hi = mid + 1
+            elif row[0] > bound:
+                hi = row[1]
+            else:
+                before, lo = row[0], row[1] + 1
+        row = _row_after(f, lo - 1)
+        while row is not None:
+            if row[0] > bound:
+                after = row[0]
+                break
+            before = row[0]
+            row = _row_after(f, row[1])
+    return before, after
+
+
+def halftime_break(files: dict[str, Path], half_end: int, half_start: int) -> tuple[int, int] | None:
+    """The stretch of event time without data between the halves, to leave out of a paced replay.
+
+    From the last row of the first half (at most ``half_end``, the real match's
+    whistle) to the first row of the second half (at most ``half_start``): a
+    shorter or generated match whose halves end earlier has its longer break
+    cut as well. None if the data has rows on one side only.
+    """
+    middle = (half_end + half_start) // 2
+    before, after = [], []
+    for path in files.values():
+        b, a = rows_around(path, middle)
+        before += [b] if b is not None else []
+        after += [a] if a is not None else []
+    if not before or not after:
+        return None
+    return min(half_end, max(before)), min(half_start, min(after))
 
 
 def interruption_lines(

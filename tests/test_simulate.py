@@ -17,6 +17,7 @@ from pan.workflow import Workflow
 from simulator.clock import SkewedTime
 from simulator.debs import HALF1, HALF2
 from simulator.simulate import SimulateOptions, simulate
+from simulator.sources import halftime_break, rows_around
 from tests.conftest import ROOT, WorkerGroup, forwarder, free_port, make_workflow, sensor_row, wait_until
 
 PS = 10**12
@@ -175,6 +176,31 @@ async def test_skip_halftime_jumps_over_the_break(fwd: tuple[Worker, Workflow], 
     await wait_until(lambda: len(held(worker, "SENSOR13")) == 200)
     got = [t["ts"] for t in held(worker, "SENSOR13")]
     assert got == [t for t in stamps if not end1 < t < start2]
+
+
+async def test_skip_halftime_cuts_a_short_matchs_longer_break(fwd: tuple[Worker, Workflow], tmp_path: Path) -> None:
+    """A generated match's first half ends long before the real one's whistle: its whole break is cut."""
+    worker, workflow = fwd
+    first = rate_rows(HALF1[0], 0.5, 200)
+    second = rate_rows(HALF2[0] - PS, 0.5, 200)  # warm-up rows before the real kick-off time
+    data = write_split(tmp_path / "split", {13: first + second, 4: rate_rows(HALF1[0], 0.5, 2000)})
+    options = SimulateOptions(workflow, data, speedup=1.0, skip_halftime=True)
+    summary = await asyncio.wait_for(simulate(options), 300)  # not the 38 minutes of break
+    assert summary.streams["SENSOR13"].sent == 200 and summary.elapsed_s < 30.0
+    await wait_until(lambda: len(held(worker, "SENSOR13")) == 200)
+    assert [t["ts"] for t in held(worker, "SENSOR13")] == first + second
+
+
+def test_rows_around_finds_the_neighbours_of_a_bound_by_bisection(tmp_path: Path) -> None:
+    stamps = rate_rows(HALF1[0], 2.0, 200) + rate_rows(HALF2[0], 2.0, 200)
+    data = write_split(tmp_path / "split", {13: stamps})
+    path = data / "SENSOR13.csv"
+    for bound in (stamps[0] - 1, stamps[0], stamps[150], stamps[399], stamps[400] - 1, stamps[-1], stamps[-1] + 1):
+        before = max((t for t in stamps if t <= bound), default=None)
+        after = min((t for t in stamps if t > bound), default=None)
+        for scan in (1, 100, 1 << 16):
+            assert rows_around(path, bound, scan) == (before, after), (bound, scan)
+    assert halftime_break({"SENSOR13": path}, HALF1[1], HALF2[0]) == (stamps[399], stamps[400])
 
 
 async def test_unrouted_streams_are_reported_and_skipped(repository: RepositoryServer, workers: WorkerGroup,
