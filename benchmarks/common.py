@@ -123,7 +123,7 @@ def command_line(argv: Sequence[str] | None = None) -> str:
         exe = Path(args[0])
         with contextlib.suppress(ValueError):
             exe = exe.resolve().relative_to(REPO_ROOT)
-        args[0] = str(exe)
+        args[0] = "pan" if exe.name == "__main__.py" else str(exe)  # `python -m pan` is the `pan` command
     return shlex.join(args)
 
 

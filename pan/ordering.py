@@ -1,4 +1,4 @@
-"""Ordering units: adaptive K-slack in front of every component (DESIGN.md §7, docs/ordering.md).
+"""Ordering units: adaptive K-slack in front of every component (docs/ordering.md).
 
 A unit merges a component's input streams into one stream sorted by ``ts``.
 It holds every event until ``ts + K <= clk``, where ``clk`` is moved only by
