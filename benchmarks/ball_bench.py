@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pan.component import get_component_type
+from pan.catalog import get_component_type
 from pan.ringbuffer import RingBuffer
+from pan.specs import WorkerSpec
 from pan.streams import InputStream, OutputStream
-from pan.workflow import WorkerSpec
 from workers import debs
 
 KEYS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")

@@ -146,7 +146,7 @@ def chaos_workflow(
     except the ``tight`` workers, whose buffers hold ``TIGHT_BUFFER`` tuples
     (their repeaters still hold everything they pulled).
     """
-    from pan.component import get_component_type
+    from pan.catalog import get_component_type
     from pan.workflow import on_free_ports, parse_workflow
 
     data = json.loads(Path(source).read_text())
@@ -491,7 +491,7 @@ async def record_stream(stream: str, subscriber: Any, out: IO[bytes], state: Str
 
 def tight_streams(workflow: Any) -> list[str]:
     """Output streams of the ``TIGHT_WORKERS`` in ``workflow`` (the consumer's share of the recording)."""
-    from pan.component import get_component_type
+    from pan.catalog import get_component_type
 
     streams = []
     for spec in workflow.workers:

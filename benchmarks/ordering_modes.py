@@ -146,7 +146,7 @@ async def replay_sampled(
     Records ``RECORDED``, or every output. ``skip_halftime`` cuts the break out
     of the replay: in real time it would be 12 minutes without a row.
     """
-    from pan.component import get_component_type
+    from pan.catalog import get_component_type
     from pan.ordering import PARAM_KEYS, OrderingSettings
     from pan.replay import replay
     from pan.workflow import load_workflow

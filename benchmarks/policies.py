@@ -52,10 +52,11 @@ def build(type_name: str, params: dict[str, Any]) -> Any:
     """A component with in-memory streams (no servers)."""
     import logging
 
-    from pan.component import ComponentContext, get_component_type
+    from pan.catalog import get_component_type
+    from pan.component import ComponentContext
     from pan.ringbuffer import RingBuffer
+    from pan.specs import WorkerSpec
     from pan.streams import InputStream, OutputStream
-    from pan.workflow import WorkerSpec
 
     kind = get_component_type(type_name)
     assert kind is not None

@@ -119,8 +119,8 @@ async def serve(config: dict[str, Any]) -> None:
     import logging
 
     from pan.repository import RepositoryServer
+    from pan.specs import RepositorySpec, WorkerSpec
     from pan.worker import Worker
-    from pan.workflow import RepositorySpec, WorkerSpec
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     repository = None
@@ -487,8 +487,8 @@ async def bench_latency_remote(proc: WorkerProcess, samples: int, reps: int, int
 async def bench_latency_in_process(samples: int, interval_s: float) -> dict[str, Any]:
     """Worker and client on this event loop; rows are appended to the output stream directly."""
     from pan.repository import RepositoryServer
+    from pan.specs import RepositorySpec, WorkerSpec
     from pan.worker import Worker
-    from pan.workflow import RepositorySpec, WorkerSpec
 
     repository = RepositoryServer(HOST, 0)
     await repository.start()

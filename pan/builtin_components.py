@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pan.component import Component, register
+from pan.catalog import register
+from pan.component import Component
 from pan.ingest import END_OF_STREAM, INGEST_PARAMS, IngestServer, Row, encode_sensor_row, parse_ingest_params
+from pan.specs import WorkerSpec
 from pan.streams import InputStream, OutputStream, encode
-from pan.workflow import WorkerSpec
 
 REPEAT_BATCH = 1000
 IDLE_WAIT_S = 1.0

@@ -2,22 +2,20 @@
 
 A component type is a class registered under the name workflow files use.
 The worker builds it from the worker spec, hands it a context with its
-input and output streams, and runs it as one owned task.  Scenario packages
-add their types through the ``pan.components`` entry point group, so this
-module never needs to know them.
+input and output streams, and runs it as one owned task. Types are found by
+name in ``pan.catalog``.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pan.streams import InputStream, OutputStream
 
 if TYPE_CHECKING:
-    from pan.workflow import WorkerSpec
+    from pan.specs import WorkerSpec
 
 
 @dataclass
@@ -76,43 +74,3 @@ class Component:
     def counters(self) -> dict[str, Any]:
         """Component-specific numbers for `/streams` and `/metrics`."""
         return {}
-
-
-_REGISTRY: dict[str, type[Component]] = {}
-_plugins_loaded = False
-
-
-def register(cls: type[Component]) -> type[Component]:
-    """Class decorator: make ``cls`` available to workflow files by its type name."""
-    if not cls.type_name:
-        raise ValueError(f"{cls.__name__} has no type_name")
-    existing = _REGISTRY.get(cls.type_name)
-    if existing is not None and existing is not cls:
-        raise ValueError(f"component type {cls.type_name!r} registered twice")
-    _REGISTRY[cls.type_name] = cls
-    return cls
-
-
-def _load_plugins() -> None:
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    # Importing these modules registers the generic types (forwarder, repeater, merge).
-    import pan.builtin_components
-    import pan.ordered  # noqa: F401
-
-    for entry in entry_points(group="pan.components"):
-        try:
-            entry.load()
-        except Exception:  # one broken plugin must not take the runtime down
-            logging.getLogger(__name__).exception("cannot load component plugin %r", entry.value)
-
-
-def component_types() -> dict[str, type[Component]]:
-    _load_plugins()
-    return dict(_REGISTRY)
-
-
-def get_component_type(type_name: str) -> type[Component] | None:
-    return component_types().get(type_name)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pan.lifeline import Lifeline
-from pan.workflow import Workflow
+from pan.specs import Workflow
 
 log = logging.getLogger(__name__)
 

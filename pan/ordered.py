@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from pan.component import Component, ComponentContext, register
+from pan.catalog import register
+from pan.component import Component, ComponentContext
 from pan.ordering import (
     END_OF_STREAM,
     PARAM_KEYS,
@@ -34,8 +35,8 @@ from pan.ordering import (
     load_profile,
     validate_ordering_params,
 )
+from pan.specs import WorkerSpec
 from pan.streams import Tuple
-from pan.workflow import WorkerSpec
 
 READ_BATCH = 2000
 RECHECK_S = 0.1  # every input is looked at this often even without a wake-up (a safety net, no decision)

@@ -8,8 +8,8 @@ import logging
 import signal
 
 from pan.local import LocalPublishers
+from pan.specs import Workflow
 from pan.worker import Worker
-from pan.workflow import Workflow
 
 log = logging.getLogger(__name__)
 

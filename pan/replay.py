@@ -32,11 +32,11 @@ from typing import IO, Any
 import aiohttp
 import orjson
 
+from pan.catalog import get_component_type
 from pan.client import StreamSubscriber
-from pan.component import get_component_type
 from pan.lifeline import Lifeline
 from pan.repository import list_streams
-from pan.workflow import Workflow
+from pan.specs import Workflow
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 
 class SparkUnavailable(RuntimeError):
-    """Spark cannot start here (no Java, or Java too old)."""
+    """Spark cannot start here (no pyspark, no Java, or Java too old)."""
 
 
 def java_binary() -> str | None:
@@ -93,8 +93,12 @@ def _log_config() -> str:
 def get_session(master: str | None = None, app_name: str = "pan", driver_memory: str | None = None,
                 config: dict[str, str] | None = None) -> SparkSession:
     """Start (or reuse) a SparkSession; ``master`` defaults to embedded ``local[*]``."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SparkUnavailable("pyspark is not installed: install PAN with the spark extra "
+                               "(pip install 'pan[spark]')") from exc
     check_java()
-    from pyspark.sql import SparkSession
 
     master = master or "local[*]"
     builder = (

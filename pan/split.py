@@ -82,9 +82,6 @@ def _parse(spark: Any, src: Path) -> Any:
 def split(input_path: str | Path, out_dir: str | Path, master: str | None = None,
           driver_memory: str | None = None, partitions: int | None = None) -> dict[str, Any]:
     """Run the split job; returns (and writes) the manifest."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
     started = time.perf_counter()
     src = Path(input_path)
     if not src.exists():
@@ -96,7 +93,10 @@ def split(input_path: str | Path, out_dir: str | Path, master: str | None = None
     staging = out / "_spark_out"
     shutil.rmtree(staging, ignore_errors=True)
 
-    spark = get_session(master, "pan-split", driver_memory)
+    spark = get_session(master, "pan-split", driver_memory)  # first: it says if pyspark is missing
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     seen = Observation("lines")
     df = _parse(spark, src).observe(
         seen, F.count(F.lit(1)).alias("lines"), F.sum(F.col("ok").cast("long")).alias("valid")

@@ -26,11 +26,13 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from pan.catalog import get_component_type
 from pan.client import StreamSubscriber
-from pan.component import Component, ComponentContext, get_component_type
+from pan.component import Component, ComponentContext
 from pan.local import LocalPublishers
 from pan.metrics import MetricsText
 from pan.ringbuffer import RingBuffer
+from pan.specs import RepositorySpec, WorkerSpec
 from pan.streams import InputStream, OutputStream
 from pan.web import (
     BadRequest,
@@ -44,7 +46,6 @@ from pan.web import (
     query_str,
     raw_json_response,
 )
-from pan.workflow import RepositorySpec, WorkerSpec
 
 MAX_PAGE = 100_000  # tuples per /data answer
 DEFAULT_PAGE = 10_000  # when neither l nor n is given

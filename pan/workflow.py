@@ -1,4 +1,4 @@
-"""Workflow files: loading, validation and the specs the launcher uses.
+"""Workflow files: loading and validation into the specs (``pan.specs``) the launcher uses.
 
 Validation collects every problem instead of stopping at the first, and each
 message names the worker and key at fault, so a user can fix a file in one go.
@@ -6,19 +6,21 @@ message names the worker and key at fault, so a user can fix a file in one go.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from pan.component import get_component_type
+from pan.catalog import get_component_type
+from pan.specs import DEFAULT_REFRESH_MS, RepositorySpec, WorkerSpec, Workflow, WorkflowError
 from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE
 
-DEFAULT_REFRESH_MS = 2000
 MAX_BUFFER_SIZE = 10_000_000
 MIN_BUFFER_BYTES = 1024  # per output stream; the newest tuple is kept even if larger
 MAX_BUFFER_BYTES = 2**40
+
+__all__ = ["RepositorySpec", "WorkerSpec", "Workflow", "WorkflowError", "load_workflow", "parse_workflow"]
 
 TOP_KEYS = {"name", "description", "repository", "workers"}
 REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
@@ -32,67 +34,6 @@ WORKER_KEYS = set(WORKER_REQUIRED) | {
     "buffer_bytes",
     "params",
 }
-
-
-class WorkflowError(Exception):
-    def __init__(self, problems: list[str], source: str = "workflow") -> None:
-        super().__init__(f"{source}: " + "; ".join(problems))
-        self.problems = problems
-        self.source = source
-
-
-@dataclass(frozen=True)
-class RepositorySpec:
-    host: str = "127.0.0.1"
-    port: int = 8080
-    refresh_ms: int = DEFAULT_REFRESH_MS
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-@dataclass
-class WorkerSpec:
-    name: str
-    type: str
-    host: str
-    port: int
-    peer: str
-    ingest_port: int | None = None
-    inter_pan_inputs: list[str] = field(default_factory=list)
-    inputs: list[str] = field(default_factory=list)
-    buffer_size: int = DEFAULT_BUFFER_SIZE
-    #: Byte budget of each output stream, next to its tuple count (pan.streams.DEFAULT_BUFFER_BYTES).
-    buffer_bytes: int = DEFAULT_BUFFER_BYTES
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Workflow:
-    name: str
-    repository: RepositorySpec
-    workers: list[WorkerSpec]
-    source: str = "workflow"
-
-    def peers(self) -> dict[str, list[WorkerSpec]]:
-        grouped: dict[str, list[WorkerSpec]] = {}
-        for worker in self.workers:
-            grouped.setdefault(worker.peer, []).append(worker)
-        return grouped
-
-    def worker(self, name: str) -> WorkerSpec:
-        for spec in self.workers:
-            if spec.name == name:
-                return spec
-        raise KeyError(name)
-
-    def ingest_receiver(self, stream: str) -> WorkerSpec | None:
-        """The worker whose TCP ingest port receives ``stream`` from sensors."""
-        for spec in self.workers:
-            if stream in spec.inter_pan_inputs:
-                return spec
-        return None
 
 
 def on_free_ports(data: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +209,7 @@ class _Parser:
         streams_ok = len(self.problems) == mark
         component = get_component_type(type_name) if type_name else None
         if type_name and component is None:
-            from pan.component import component_types
+            from pan.catalog import component_types
 
             known = ", ".join(sorted(component_types()))
             self.bad(where, f"key 'type': unknown worker type '{type_name}' (known: {known})")

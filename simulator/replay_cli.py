@@ -15,7 +15,8 @@ import orjson
 
 from pan.lifeline import die_with_launcher
 from pan.replay import replay
-from pan.workflow import WorkflowError, load_workflow, on_free_ports
+from pan.specs import WorkflowError
+from pan.workflow import load_workflow, on_free_ports
 from simulator.impair import ImpairProfile, ProfileError
 from simulator.simulate import SimulateError, SimulateOptions, simulate
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pan.ingest import DEFAULT_PROMISE_AHEAD_MS, END_OF_STREAM, promise_line, send_lines
-from pan.workflow import Workflow
+from pan.specs import Workflow
 from simulator.clock import LocalTime, TimeProvider
 from simulator.debs import HALF1, HALF2
 from simulator.impair import ImpairProfile, Packet, SensorImpairment

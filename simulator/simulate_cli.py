@@ -11,7 +11,8 @@ from pathlib import Path
 
 import orjson
 
-from pan.workflow import WorkflowError, load_workflow
+from pan.specs import WorkflowError
+from pan.workflow import load_workflow
 from simulator.clock import LocalTime, SkewedTime, TimeProvider
 from simulator.impair import ImpairProfile, ProfileError
 from simulator.simulate import SimulateError, SimulateOptions, simulate

@@ -20,9 +20,10 @@ import pytest
 from pan.lifeline import shared_lifeline
 from pan.local import LocalPublishers
 from pan.repository import RepositoryServer
+from pan.specs import Workflow
 from pan.web import free_port
 from pan.worker import Worker
-from pan.workflow import Workflow, parse_workflow
+from pan.workflow import parse_workflow
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"

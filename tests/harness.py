@@ -11,10 +11,11 @@ from typing import Any
 
 import orjson
 
-from pan.component import Component, ComponentContext, get_component_type
+from pan.catalog import get_component_type
+from pan.component import Component, ComponentContext
 from pan.ringbuffer import RingBuffer
+from pan.specs import WorkerSpec, WorkflowError
 from pan.streams import InputStream, OutputStream
-from pan.workflow import WorkerSpec, WorkflowError
 
 
 def build_component(

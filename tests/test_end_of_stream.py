@@ -17,8 +17,8 @@ import pytest
 
 from pan.ingest import END_OF_STREAM
 from pan.repository import RepositoryServer
+from pan.specs import WorkflowError
 from pan.worker import Worker
-from pan.workflow import WorkflowError
 from simulator.impair import ImpairProfile
 from simulator.simulate import SimulateOptions, simulate
 from tests.conftest import HOST, WorkerGroup, forwarder, free_port, get_json, make_workflow, wait_until

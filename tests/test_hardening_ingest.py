@@ -18,10 +18,11 @@ from hypothesis import strategies as st
 
 from pan.ingest import END_OF_STREAM, promise_line, send_lines
 from pan.repository import RepositoryServer
+from pan.specs import WorkflowError
 from pan.streams import OutputStream
 from pan.web import free_port
 from pan.worker import Worker
-from pan.workflow import WorkflowError, parse_workflow
+from pan.workflow import parse_workflow
 from simulator.sources import interruption_lines
 from tests.conftest import (
     WorkerGroup,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pan.workflow import WorkflowError
+from pan.specs import WorkflowError
 from tests.harness import build_component, output_tuples
 from tests.match_feed import OFFLINE, all_outputs, feed_in_chunks, feed_jittered, load_match, merged, player_stream_of
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF, X_MAX, X_MIN, Y_MAX, Y_MIN

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pan.workflow import WorkflowError
+from pan.specs import WorkflowError
 from tests import ballgame
 from tests.harness import build_component, output_tuples
 from workers import debs

@@ -16,12 +16,12 @@ from typing import Any, ClassVar
 import orjson
 import pytest
 
-from pan.component import register
+from pan.catalog import register
 from pan.ordered import READ_BATCH, OrderedComponent
 from pan.repository import RepositoryServer
+from pan.specs import WorkerSpec
 from pan.web import free_port
 from pan.worker import Worker
-from pan.workflow import WorkerSpec
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, wait_until
 
 PS_PER_MS = 10**9

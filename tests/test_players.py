@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pan.workflow import WorkflowError
+from pan.specs import WorkflowError
 from tests.conftest import wait_until
 from tests.harness import build_component, output_tuples
 from tests.match_feed import OFFLINE, all_outputs, feed_jittered, load_match, sensor_stream_of

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from pan.workflow import WorkflowError, parse_workflow
+from pan.specs import WorkflowError
+from pan.workflow import parse_workflow
 from tests.harness import build_component
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pan.workflow import WorkflowError
+from pan.specs import WorkflowError
 from tests.conftest import ROOT
 from tests.harness import build_component, output_tuples
 

@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from pan.repository import RepositoryServer
+from pan.specs import Workflow
 from pan.worker import Worker
-from pan.workflow import Workflow
 from simulator.clock import SkewedTime
 from simulator.debs import HALF1, HALF2
 from simulator.simulate import SimulateOptions, simulate

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from pan.cli import main
-from pan.workflow import WorkflowError, load_workflow, on_free_ports, parse_workflow
+from pan.specs import WorkflowError
+from pan.workflow import load_workflow, on_free_ports, parse_workflow
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pan.component import register
+from pan.catalog import register
 from pan.ordered import OrderedComponent
+from pan.specs import WorkerSpec
 from pan.streams import Tuple
-from pan.workflow import WorkerSpec
 from workers import debs
 
 OUTPUT = "ACTIVEBALL"

@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pan.component import ComponentContext, register
+from pan.catalog import register
+from pan.component import ComponentContext
+from pan.specs import WorkerSpec
 from pan.streams import OutputStream, Tuple
-from pan.workflow import WorkerSpec
 from workers.debs import PLAYERS, PS_PER_S, WINDOWS, X_MAX, X_MIN, Y_MAX, Y_MIN
 from workers.gametime import GAME_SECONDS, MAX_GAP_PS, pieces, ts_of_game
 from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pan.component import register
+from pan.catalog import register
 from pan.ordered import OrderedComponent
+from pan.specs import WorkerSpec
 from pan.streams import Tuple
-from pan.workflow import WorkerSpec
 from workers import debs
 from workers.nfp import BALL_GAP_PS, PLAYER_GAP_PS, Doubts, GapWatch
 

@@ -30,10 +30,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pan.component import ComponentContext, register
+from pan.catalog import register
+from pan.component import ComponentContext
 from pan.ordered import OrderedComponent
+from pan.specs import WorkerSpec
 from pan.streams import Tuple
-from pan.workflow import WorkerSpec
 from workers.debs import PLAYER_SENSORS, PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, REFEREE_SENSORS, sensor_stream
 
 SLOT_PS = 20 * PS_PER_MS

@@ -27,9 +27,10 @@ import math
 from collections import deque
 from typing import Any
 
-from pan.component import ComponentContext, register
+from pan.catalog import register
+from pan.component import ComponentContext
+from pan.specs import WorkerSpec
 from pan.streams import OutputStream, Tuple
-from pan.workflow import WorkerSpec
 from workers.debs import PLAYERS, PS_PER_MS, PS_PER_S, WINDOWS
 from workers.gametime import MAX_GAP_PS, clipped
 from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players

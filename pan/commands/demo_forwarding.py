@@ -23,7 +23,8 @@ from pan.client import StreamSubscriber
 from pan.ingest import send_lines
 from pan.lifeline import Lifeline
 from pan.repository import list_streams
-from pan.workflow import Workflow, load_workflow
+from pan.specs import Workflow
+from pan.workflow import load_workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_WORKFLOW = ROOT / "workflows" / "demo_forwarding.json"

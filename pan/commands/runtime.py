@@ -15,7 +15,8 @@ from pan.launcher import Launcher
 from pan.lifeline import die_with_launcher
 from pan.peer import run_peer
 from pan.repository import DEFAULT_PORT, RepositoryServer
-from pan.workflow import Workflow, WorkflowError, load_workflow
+from pan.specs import Workflow, WorkflowError
+from pan.workflow import load_workflow
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,0 +1,76 @@
+"""What a workflow describes, as plain values: the repository, the workers, the workflow.
+
+Kept apart from the parser (``pan.workflow``) so that components and the
+worker can use the specs without importing the validation, which needs the
+component catalogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE
+
+DEFAULT_REFRESH_MS = 2000
+
+
+class WorkflowError(Exception):
+    def __init__(self, problems: list[str], source: str = "workflow") -> None:
+        super().__init__(f"{source}: " + "; ".join(problems))
+        self.problems = problems
+        self.source = source
+
+
+@dataclass(frozen=True)
+class RepositorySpec:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    refresh_ms: int = DEFAULT_REFRESH_MS
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass
+class WorkerSpec:
+    name: str
+    type: str
+    host: str
+    port: int
+    peer: str
+    ingest_port: int | None = None
+    inter_pan_inputs: list[str] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    buffer_size: int = DEFAULT_BUFFER_SIZE
+    #: Byte budget of each output stream, next to its tuple count (pan.streams.DEFAULT_BUFFER_BYTES).
+    buffer_bytes: int = DEFAULT_BUFFER_BYTES
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Workflow:
+    name: str
+    repository: RepositorySpec
+    workers: list[WorkerSpec]
+    source: str = "workflow"
+
+    def peers(self) -> dict[str, list[WorkerSpec]]:
+        grouped: dict[str, list[WorkerSpec]] = {}
+        for worker in self.workers:
+            grouped.setdefault(worker.peer, []).append(worker)
+        return grouped
+
+    def worker(self, name: str) -> WorkerSpec:
+        for spec in self.workers:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def ingest_receiver(self, stream: str) -> WorkerSpec | None:
+        """The worker whose TCP ingest port receives ``stream`` from sensors."""
+        for spec in self.workers:
+            if stream in spec.inter_pan_inputs:
+                return spec
+        return None

@@ -1,0 +1,106 @@
+"""The layering of docs/architecture.md holds: no import cycle, imports only go down, types come from entry points."""
+
+from __future__ import annotations
+
+import ast
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from pan.catalog import ENTRY_POINT_GROUP, component_types
+from tests.conftest import ROOT
+
+PACKAGES = ("pan", "simulator", "workers", "benchmarks")
+#: Which package may import which (``pan/cli.py`` loads command modules by name, not by import).
+ALLOWED = {"pan": {"pan"}, "simulator": {"pan", "simulator"}, "workers": {"pan", "simulator", "workers"},
+           "benchmarks": set(PACKAGES)}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every module imported anywhere in the file (inside functions too), except under TYPE_CHECKING."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(node) for guard in ast.walk(tree) if isinstance(guard, ast.If)
+                   and "TYPE_CHECKING" in ast.dump(guard.test) for node in ast.walk(guard)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    return {name: {m for m in imports(path) if m in files and m != name} for name, path in files.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle() -> None:
+    graph = import_graph()
+    assert len(graph) > 100  # the walk found the packages
+    assert cycles(graph) == []
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_imports_only_go_down_the_layers() -> None:
+    upward = [(name, dep) for name, deps in import_graph().items() for dep in deps
+              if dep.split(".")[0] not in ALLOWED[name.split(".")[0]]]
+    assert upward == []
+
+
+def test_every_component_type_comes_through_the_entry_point_group() -> None:
+    modules = {entry.value for entry in entry_points(group=ENTRY_POINT_GROUP)}
+    assert {"pan.builtin_components", "pan.ordered", "workers.components"} <= modules
+    types = component_types()
+    assert {"forwarder", "repeater", "merge", "active_ball", "heatmap", "shots"} <= types.keys()
+    assert all(cls.__module__.split(".")[0] in ("pan", "workers", "tests") or cls.__module__ == "readme_example"
+               for cls in types.values())
+
+
+def test_the_cli_names_no_scenario_module() -> None:
+    source = (ROOT / "pan" / "cli.py").read_text()
+    assert not [pkg for pkg in ("workers", "simulator", "benchmarks") if pkg in source]
+    commands = {entry.value for entry in entry_points(group="pan.commands")}
+    assert {"pan.commands.runtime", "workers.demo_cli", "simulator.simulate_cli", "benchmarks.cli"} <= commands
