@@ -9,7 +9,6 @@ bounded for a full-length match and the bytes do not depend on the pool size.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import time
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from simulator.debs import (
 )
 from simulator.plan import Session, plan_session
 from simulator.sampling import slice_rows
+from simulator.slices import fork_pool, slice_jobs, write_slices
 from simulator.truth import Truth, add_session, write_truth
 
 log = logging.getLogger(__name__)
@@ -83,10 +83,6 @@ def _slice_job(job: tuple[int, int, int]) -> tuple[bytes, int]:
     return format_rows(rows), len(rows)
 
 
-def _pool(workers: int):
-    return multiprocessing.get_context("fork").Pool(workers)
-
-
 def generate(out: Path | str, minutes: float | None, seed: int, workers: int | None = None,
              lead: float = DEFAULT_LEAD_S) -> Result:
     """Write ``full-game``, ``interruptions.csv`` and ``truth/`` into ``out``."""
@@ -98,7 +94,7 @@ def generate(out: Path | str, minutes: float | None, seed: int, workers: int | N
     if workers is None:
         workers = min(2, os.cpu_count() or 1)
     if workers > 1 and len(sessions) > 1:
-        with _pool(workers) as pool:
+        with fork_pool(workers) as pool:
             sessions = pool.map(_plan_job, [(s, seed) for s in sessions])
     else:
         sessions = [plan_session(s, seed) for s in sessions]
@@ -113,22 +109,10 @@ def generate(out: Path | str, minutes: float | None, seed: int, workers: int | N
     if truth.near_misses:
         log.info("%d kicks pass close to the shot definition's edge", truth.near_misses)
     write_truth(truth, out, out)
-    jobs = [(i, lo, min(lo + SLICE_PS, s.end_ps)) for i, s in enumerate(sessions)
-            for lo in range(s.base_ps, s.end_ps, SLICE_PS)]
+    jobs = slice_jobs(sessions, SLICE_PS)
     _SESSIONS, _BALLS, _SEED = sessions, balls, seed
-    rows = 0
     try:
-        with open(out / "full-game", "wb") as f:
-            if workers > 1 and len(jobs) > 2:
-                with _pool(workers) as pool:
-                    for data, n in pool.imap(_slice_job, jobs, chunksize=1):
-                        f.write(data)
-                        rows += n
-            else:
-                for job in jobs:
-                    data, n = _slice_job(job)
-                    f.write(data)
-                    rows += n
+        rows = write_slices(out / "full-game", jobs, _slice_job, workers)
     finally:
         _SESSIONS, _BALLS = [], []
     return Result(rows, time.perf_counter() - started, truth)

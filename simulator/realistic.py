@@ -12,7 +12,6 @@ the pool size.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import time
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from simulator.csvfmt import format_rows
 from simulator.debs import BALLS_HALF1, BALLS_HALF2, HALF1, HALF2, PS_PER_S
 from simulator.rplay import Engine
 from simulator.rsample import RSession, slice_rows
+from simulator.slices import fork_pool, slice_jobs, write_slices
 
 log = logging.getLogger(__name__)
 SLICE_PS = rtruth.SLICE_PS
@@ -80,10 +80,6 @@ def _slice_job(job: tuple[int, int, int]) -> tuple[bytes, int]:
     return format_rows(rows), len(rows)
 
 
-def _pool(workers: int):
-    return multiprocessing.get_context("fork").Pool(workers)
-
-
 def generate(out: Path | str, minutes: float | None, seed: int, workers: int | None = None,
              lead: float = 5.0) -> RResult:
     """Write ``full-game``, ``interruptions.csv`` and ``truth/`` into ``out``."""
@@ -95,7 +91,7 @@ def generate(out: Path | str, minutes: float | None, seed: int, workers: int | N
     if workers is None:
         workers = min(2, os.cpu_count() or 1)
     if workers > 1:
-        with _pool(workers) as pool:
+        with fork_pool(workers) as pool:
             sessions = pool.map(_play, [(s, seed) for s in sessions])
     else:
         sessions = [_play((s, seed)) for s in sessions]
@@ -105,22 +101,10 @@ def generate(out: Path | str, minutes: float | None, seed: int, workers: int | N
     rtruth.write(truth, out)
     log.info("played %d touches, %d shots in %.1f s", len(truth.touches), len(truth.shots),
              time.perf_counter() - started)
-    jobs = [(i, lo, min(lo + SLICE_PS, s.end_ps)) for i, s in enumerate(sessions)
-            for lo in range(s.base_ps, s.end_ps, SLICE_PS)]
+    jobs = slice_jobs(sessions, SLICE_PS)
     _SESSIONS, _SEED = sessions, seed
-    rows = 0
     try:
-        with open(out / "full-game", "wb") as f:
-            if workers > 1 and len(jobs) > 2:
-                with _pool(workers) as pool:
-                    for data, n in pool.imap(_slice_job, jobs, chunksize=1):
-                        f.write(data)
-                        rows += n
-            else:
-                for job in jobs:
-                    data, n = _slice_job(job)
-                    f.write(data)
-                    rows += n
+        rows = write_slices(out / "full-game", jobs, _slice_job, workers)
     finally:
         _SESSIONS = []
     return RResult(rows, time.perf_counter() - started, truth)

@@ -28,7 +28,8 @@ Units stay raw, as means of the DEBS fields: x, y, z in mm, v in µm/s, a in
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol, TypeVar
 
 from pan.catalog import register
 from pan.component import ComponentContext
@@ -36,6 +37,13 @@ from pan.ordered import OrderedComponent
 from pan.specs import WorkerSpec
 from pan.streams import Tuple
 from workers.debs import PLAYER_SENSORS, PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, REFEREE_SENSORS, sensor_stream
+
+
+class _Sampled(Protocol):
+    last_ts: int | None
+
+
+P = TypeVar("P", bound=_Sampled)
 
 SLOT_PS = 20 * PS_PER_MS
 STALE_PS = PS_PER_S
@@ -224,4 +232,34 @@ class PlayerStreamsComponent(OrderedComponent):
     @classmethod
     def input_names(cls, spec: WorkerSpec) -> list[str]:
         return cls.players(spec)
+
+    def __init__(self, ctx: ComponentContext) -> None:
+        super().__init__(ctx)
+        self.samples = self.bad = self.foreign = self.out_of_order = self.gaps = 0
+
+    def usable_samples(self, events: list[Tuple], state: Mapping[str, P]) -> Iterator[tuple[P, int, float, float]]:
+        """(player state, ts, x, y) of each well-formed sample of a known player that is newer than the
+        player's last one (``state[name].last_ts``); the others are counted, never raised."""
+        for ev in events:
+            self.samples += 1
+            name = ev.get("player")
+            st = state.get(name) if type(name) is str else None
+            if st is None:
+                self.foreign += 1
+                continue
+            ts, x, y = ev.get("ts"), ev.get("x"), ev.get("y")
+            if (
+                type(ts) is not int or type(x) not in (int, float) or type(y) not in (int, float)
+                or not (math.isfinite(x) and math.isfinite(y))
+            ):
+                self.bad += 1
+                continue
+            if st.last_ts is not None and ts <= st.last_ts:
+                self.out_of_order += 1
+                continue
+            yield st, ts, x, y
+
+    def counters(self) -> dict[str, Any]:
+        return {**super().counters(), "samples": self.samples, "bad": self.bad, "foreign": self.foreign,
+                "out_of_order": self.out_of_order, "gaps": self.gaps}
 

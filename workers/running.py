@@ -133,34 +133,12 @@ class Running(PlayerStreamsComponent):
                 length = WINDOWS[w]
                 ws.append(_Window(None if length is None else length // PS_PER_S, ctx.outputs[f"RUNAGG_{w}_{p}"]))
             self._state[p] = _Player(p, ctx.outputs[f"RUN_{p}"], ws)
-        self.samples = 0
-        self.bad = 0
-        self.foreign = 0
-        self.out_of_order = 0
-        self.gaps = 0
 
     def process(self, events: list[Tuple]) -> None:
-        state = self._state
-        for ev in events:
-            self.samples += 1
-            name = ev.get("player")
-            st = state.get(name) if type(name) is str else None
-            if st is None:
-                self.foreign += 1
-                continue
-            ts, x, y = ev.get("ts"), ev.get("x"), ev.get("y")
-            if (
-                type(ts) is not int or type(x) not in (int, float) or type(y) not in (int, float)
-                or not (math.isfinite(x) and math.isfinite(y))
-            ):
-                self.bad += 1
-                continue
+        for st, ts, x, y in self.usable_samples(events, self._state):
             x, y = float(x), float(y)
             last = st.last_ts
             if last is not None:
-                if ts <= last:
-                    self.out_of_order += 1
-                    continue
                 if ts - last > MAX_GAP_PS:
                     self.gaps += 1
                 else:
@@ -225,9 +203,3 @@ class Running(PlayerStreamsComponent):
                     "sprint_time_ps": t[5], "sprint_distance": nm[5] / 1e9,
                 })
 
-    def counters(self) -> dict[str, Any]:
-        return {
-            **super().counters(),
-            "samples": self.samples, "bad": self.bad, "foreign": self.foreign,
-            "out_of_order": self.out_of_order, "gaps": self.gaps,
-        }

@@ -1,0 +1,50 @@
+"""Writing a generated match's rows: slices of event time, formatted in forked processes, written in order.
+
+Both generators (exact and realistic) plan their halves first and then turn
+each slice of event time into CSV rows independently, so slices can be
+formatted in parallel and written to ``full-game`` in ts order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Sequence
+from multiprocessing.pool import Pool
+from pathlib import Path
+from typing import Protocol
+
+#: (session index, first ps, end ps) of one slice.
+SliceJob = tuple[int, int, int]
+
+
+class Span(Protocol):
+    base_ps: int
+    end_ps: int
+
+
+def fork_pool(workers: int) -> Pool:
+    """Worker processes that inherit the planned sessions from module state (fork, no pickling)."""
+    return multiprocessing.get_context("fork").Pool(workers)
+
+
+def slice_jobs(sessions: Sequence[Span], slice_ps: int) -> list[SliceJob]:
+    return [(i, lo, min(lo + slice_ps, s.end_ps)) for i, s in enumerate(sessions)
+            for lo in range(s.base_ps, s.end_ps, slice_ps)]
+
+
+def write_slices(path: Path, jobs: list[SliceJob], job: Callable[[SliceJob], tuple[bytes, int]],
+                 workers: int) -> int:
+    """Format every slice with ``job`` (in ``workers`` processes when it pays) and write them in order."""
+    rows = 0
+    with open(path, "wb") as f:
+        if workers > 1 and len(jobs) > 2:
+            with fork_pool(workers) as pool:
+                for data, n in pool.imap(job, jobs, chunksize=1):
+                    f.write(data)
+                    rows += n
+        else:
+            for one in jobs:
+                data, n = job(one)
+                f.write(data)
+                rows += n
+    return rows
