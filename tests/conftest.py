@@ -184,7 +184,7 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """A local Spark session shared by the batch reference tests (skips without Java)."""
+    """The one local Spark session of the whole run (skips without Java): Spark jobs reuse it."""
     from pan.spark import SparkUnavailable, get_session
 
     try:

@@ -10,7 +10,6 @@ import json
 import random
 import stat
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,13 +35,6 @@ REAL_STYLE = """\
 105,10753295596424116,26300,-4200,180,800000,1500000,6000,8000,0,0,10000,0
 4,10753295606686428,26679,-580,211,0,0,0,0,0,0,0,0
 """
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[object]:
-    session = get_session()
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

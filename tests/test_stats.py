@@ -7,7 +7,6 @@ import csv
 import json
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +15,12 @@ import pytest
 from pan.cli import main
 from pan.ordering import OrderingSettings, OrderingUnit, k_from_profile, load_profile
 from pan.repository import RepositoryServer
-from pan.spark import SparkUnavailable, get_session
 from pan.stats import delay_profile
 from pan.web import free_port
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, wait_until
 
 PS_PER_MS = 10**9
 HEADER = "arrival_ns,stream,ts"
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    try:
-        session = get_session(config={"spark.sql.shuffle.partitions": "4"})
-    except SparkUnavailable as exc:  # pragma: no cover - the project's setup installs Java
-        pytest.skip(str(exc))
-    yield session
 
 
 def write_log(path: Path, rows: list[str], header: bool = True) -> Path:
