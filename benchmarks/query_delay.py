@@ -64,7 +64,7 @@ def prepare_data(args: argparse.Namespace, work: Path) -> Path:
     generate(work / "game", minutes, seed=2013)
     if args.quick:
         return plain_split(work / "game", work / "split")
-    from pan.split import split
+    from simulator.split import split
 
     split(work / "game" / "full-game", work / "split")
     return work / "split"

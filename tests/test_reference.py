@@ -322,7 +322,7 @@ def compare(streaming: dict[str, list[dict[str, Any]]], reference: Path, only_th
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
-    from pan.split import split
+    from simulator.split import split
     from workers.reference import run_reference
     from workers.reference_q2 import q2_streams
 
@@ -352,7 +352,7 @@ def test_close_is_strict_about_types_and_tolerance() -> None:
 def test_reference_equals_streaming_on_a_realistic_match(spark: Any, tmp_path: Path) -> None:
     """The same equality on the realistic generator's data: both halves, clock jitter, dropouts, noise,
     duels, spare balls and the ball-data gap. One heat-map window and grid keep the output small."""
-    from pan.split import split
+    from simulator.split import split
     from tests.test_reference_q4 import streaming_shots
     from workers.reference import run_reference
     from workers.reference_q2 import q2_streams

@@ -168,7 +168,7 @@ def test_q2_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path
     """Two minutes of seed 1 from the realistic generator: a minute of each half, with sensor dropouts, spare balls,
     the first half's last seconds without ball data, interruptions and the 1 min windows sliding."""
     from pan.cli import main
-    from pan.split import split
+    from simulator.split import split
     from workers.reference import run_q2
 
     assert main(["generate", "--minutes", "2", "--seed", "1", "--out", str(tmp_path / "gen")]) == 0

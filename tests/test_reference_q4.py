@@ -155,7 +155,7 @@ def test_hand_made_folder_equals_the_streaming_component(folder: Path, reference
 def test_q4_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
     """90 s of seed 1, whose truth has two shots by different players."""
     from pan.cli import main
-    from pan.split import split
+    from simulator.split import split
     from tests.ballgame import read_csv
     from workers.reference import run_q2
 

@@ -19,10 +19,10 @@ import orjson
 from pan.client import Source, http_url
 from pan.replay import replay
 from pan.specs import Workflow
-from pan.split import split
 from pan.workflow import load_workflow
 from simulator.realistic import generate
 from simulator.simulate import SimulateOptions, simulate
+from simulator.split import split
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_S
 
 ROOT = Path(__file__).resolve().parents[1]

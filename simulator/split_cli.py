@@ -1,4 +1,4 @@
-"""Offline Spark jobs: `pan split`.
+"""`pan split`: a full-game DEBS CSV into one sorted file per sensor, the simulator's input (Spark).
 
 Spark is imported only when a job runs, so the rest of the CLI stays fast
 and works without Java.
@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def cmd_split(args: argparse.Namespace) -> int:
     from pan.spark import SparkUnavailable
-    from pan.split import split
+    from simulator.split import split
 
     try:
         manifest = split(args.input, args.out, master=args.master, driver_memory=args.driver_memory)
