@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
+from pan.lifeline import shared_lifeline
 from pan.workflow import on_free_ports
 from tests.conftest import ROOT
 
@@ -31,7 +32,8 @@ SHOT_TOLERANCE_PS = 50 * 10**9
 
 def pan(*args: str, timeout: float = 1800, log: Path | None = None) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "pan", *args], cwd=ROOT, capture_output=True, timeout=timeout, check=False
+        [sys.executable, "-m", "pan", *args], cwd=ROOT, capture_output=True, timeout=timeout, check=False,
+        **shared_lifeline().spawn_options(),  # a killed pytest leaves no replay behind
     )
     if log is not None:  # the workers' warnings (late rows, idle streams) explain a differing output
         log.write_bytes(done.stderr)

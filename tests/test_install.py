@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pan.lifeline import shared_lifeline
 from pan.workflow import on_free_ports
 from tests.conftest import ROOT
 
@@ -52,7 +53,8 @@ def test_pan_run_works_from_any_directory(fresh_pan: Path, tmp_path: Path) -> No
     log = tmp_path / "run.log"
     with log.open("w") as out:
         proc = subprocess.Popen([str(fresh_pan / "pan"), "run", "wf.json"], cwd=tmp_path, stdout=out,
-                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": ""})
+                                stderr=subprocess.STDOUT,
+                                **shared_lifeline().spawn_options({**os.environ, "PYTHONPATH": ""}))
     try:
         deadline = time.monotonic() + 300
         while log.read_text().count("worker(s) running") < len(peers):

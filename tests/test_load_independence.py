@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from benchmarks.query_delay import plain_split
+from pan.lifeline import shared_lifeline
 from pan.workflow import on_free_ports
 from tests.conftest import ROOT
 
@@ -43,6 +44,7 @@ def replay(data: Path, out: Path) -> dict[str, Any]:
         [sys.executable, "-m", "pan", "replay", str(path), "--data", str(data), "--record", str(out),
          "--quiet-s", str(QUIET_S)],
         cwd=ROOT, capture_output=True, timeout=1500, check=False,
+        **shared_lifeline().spawn_options(),  # a killed pytest leaves no replay behind
     )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     report = json.loads(done.stdout)

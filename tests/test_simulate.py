@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from pan.lifeline import shared_lifeline
 from pan.repository import RepositoryServer
 from pan.specs import Workflow
 from pan.worker import Worker
@@ -383,6 +384,7 @@ def test_replay_cli_on_free_ports_records_every_row(tmp_path: Path) -> None:
         [sys.executable, "-m", "pan", "replay", str(ROOT / "workflows" / "demo_forwarding.json"), "--data", str(split),
          "--record", str(out), "--free-ports", "--quiet-s", "1"],
         capture_output=True, timeout=120, check=False, cwd=ROOT,
+        **shared_lifeline().spawn_options(),  # a killed pytest leaves no replay behind
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     report = orjson.loads(done.stdout)
