@@ -8,7 +8,9 @@ this module on every start).  Adding a benchmark = one line in ``BENCHMARKS``.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+from collections.abc import Callable
 
 BENCHMARKS: dict[str, str] = {
     "fanout": "benchmarks.fanout",
@@ -30,4 +32,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         module = importlib.import_module(module_name)
         p = benches.add_parser(name, help=module.HELP, description=(module.__doc__ or "").split("\n\n")[0])
         module.add_arguments(p)
-        p.set_defaults(handler=module.run)
+        p.set_defaults(handler=functools.partial(run_benchmark, module.run))
+
+
+def run_benchmark(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run one benchmark; started by a test or a script, it stops when that process is gone."""
+    from pan.lifeline import die_with_launcher
+
+    die_with_launcher()
+    return run(args)

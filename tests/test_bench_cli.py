@@ -14,13 +14,15 @@ import orjson
 import pytest
 
 from benchmarks import common, distribution, network, plots, pyspy, query_delay, replay_bench
+from pan.lifeline import shared_lifeline
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def bench(*args: str, timeout: float = 120) -> dict[str, Any]:
     result = subprocess.run(
-        [sys.executable, "-m", "pan", "bench", *args], cwd=ROOT, capture_output=True, timeout=timeout, check=False
+        [sys.executable, "-m", "pan", "bench", *args], cwd=ROOT, capture_output=True, timeout=timeout, check=False,
+        **shared_lifeline().spawn_options(),  # a killed pytest leaves no benchmark behind
     )
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     return orjson.loads(result.stdout)
