@@ -20,7 +20,8 @@ MAX_BUFFER_SIZE = 10_000_000
 MIN_BUFFER_BYTES = 1024  # per output stream; the newest tuple is kept even if larger
 MAX_BUFFER_BYTES = 2**40
 
-__all__ = ["RepositorySpec", "WorkerSpec", "Workflow", "WorkflowError", "load_workflow", "parse_workflow"]
+__all__ = ["RepositorySpec", "WorkerSpec", "Workflow", "WorkflowError", "load_workflow", "on_free_ports",
+           "parse_workflow"]
 
 TOP_KEYS = {"name", "description", "repository", "workers"}
 REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
