@@ -11,7 +11,7 @@ unit's ``window`` of measurements) after each reconnect against K just before
 the outage.
 
 The sampling and the outage bookkeeping are shared with the acceptance tests
-(``tests/test_ordering_modes.py``).
+(``tests/bench/test_ordering_modes.py``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Fuzzing the HTTP grammars of a real worker and real repositories (issue 10, build item 11).
 
 One forwarder and two repositories serve from a background thread for the
-whole module (``tests/live_servers.py``); Hypothesis sends each family of
+whole module (``tests/support/live_servers.py``); Hypothesis sends each family of
 requests over one keep-alive connection.  For every answer:
 
 - never a 5xx, and every non-2xx answer is ``{"status":"error","error":str}``
   as application/json, including aiohttp's own refusals (bad HTTP, long
   request lines and headers, non-UTF-8 bytes);
-- the status is the one the contract predicts (``tests/fuzz_grammar.py``
+- the status is the one the contract predicts (``tests/support/fuzz_grammar.py``
   tags every value valid, invalid or open): 400 for a bad parameter, 404 for
   an unknown stream, 200 otherwise;
 - a 200 answer has the documented shape and, for `/data`, exactly the tuples
@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from pan.worker import DEFAULT_PAGE, MAX_PAGE
 from tests.conftest import sensor_row
-from tests.fuzz_grammar import (
+from tests.support.fuzz_grammar import (
     BATCH,
     EITHER,
     INT64_MAX,
@@ -58,7 +58,7 @@ from tests.fuzz_grammar import (
     query,
     stream_param,
 )
-from tests.live_servers import (
+from tests.support.live_servers import (
     HOST,
     Answer,
     LiveServers,

@@ -26,8 +26,8 @@ from pan.ordering import PS_PER_MS
 from pan.repository import RepositoryServer
 from simulator.simulate import SimulateOptions, simulate
 from tests.conftest import HOST, Processes, WorkerGroup, forwarder, free_port, make_workflow, wait_until, workflow_dict
-from tests.test_hardening_readers import answer
-from tests.test_simulate import PS, T0, rate_rows, write_split
+from tests.pan.test_hardening_readers import answer
+from tests.simulator.test_simulate import PS, T0, rate_rows, write_split
 
 MS = PS_PER_MS
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pan.component import Component
-from tests.harness import build_component, output_tuples
+from tests.support.harness import build_component, output_tuples
 from workers.debs import PS_PER_S, SENSOR_OWNER, sensor_stream
 
 FIELDS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
@@ -147,7 +147,7 @@ def run_q1(folder: Path) -> dict[str, list[dict[str, Any]]]:
 
     import orjson
 
-    from tests.ballgame import as_events, iter_rows
+    from tests.support.ballgame import as_events, iter_rows
 
     avg = build_component("player_average", dict(OFFLINE), buffer_size=400_000)
     run = build_component("running", dict(OFFLINE), buffer_size=100)

@@ -16,7 +16,7 @@ import pytest
 from benchmarks import common, distribution, network, plots, pyspy, query_delay, replay_bench
 from pan.lifeline import shared_lifeline
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench(*args: str, timeout: float = 120) -> dict[str, Any]:

@@ -18,8 +18,8 @@ import pytest
 
 from pan.cli import main
 from simulator.score import score
-from tests import ballgame
-from tests.match_feed import run_q1
+from tests.support import ballgame
+from tests.support.match_feed import run_q1
 
 MINUTES = 10
 SEED = 7

@@ -24,11 +24,11 @@ import yaml
 from pan.repository import RepositoryServer
 from pan.web import free_port
 from pan.worker import Worker
-from tests.live_servers import HOST, LiveServers, RawHttp, forwarder_workflow, wait_for
+from tests.support.live_servers import HOST, LiveServers, RawHttp, forwarder_workflow, wait_for
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = {"worker": ROOT / "docs" / "openapi-worker.yaml", "repository": ROOT / "docs" / "openapi-repository.yaml"}
-HOOKS = ROOT / "tests" / "openapi_hooks.py"
+HOOKS = ROOT / "tests" / "support" / "openapi_hooks.py"
 CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"
 #: Generated cases per operation in the slow run (schemathesis adds its coverage-phase cases on top).
 EXAMPLES_PER_OPERATION = 300

@@ -22,7 +22,7 @@ from pan.worker import Worker
 from simulator.impair import ImpairProfile
 from simulator.simulate import SimulateOptions, simulate
 from tests.conftest import HOST, WorkerGroup, forwarder, free_port, get_json, make_workflow, wait_until
-from tests.test_simulate import PS, T0, rate_rows, write_split
+from tests.simulator.test_simulate import PS, T0, rate_rows, write_split
 
 SECONDS = 3.0
 #: Two outages of the ball sensor (event seconds after the first row): its connection is closed at the

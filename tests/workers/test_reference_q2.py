@@ -1,5 +1,5 @@
 """Spark batch reference for Q2 (workers/reference_q2.py): hand-made exact cases, and equality with the streaming
-active_ball -> ball_hits -> player/team possession chain (run offline, see tests/test_reference.py).
+active_ball -> ball_hits -> player/team possession chain (run offline, see tests/workers/test_reference.py).
 
 The hand-made folder has three balls and four players around both halves:
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_reference import compare, q2_streaming_outputs, read_stream
+from tests.workers.test_reference import compare, q2_streaming_outputs, read_stream
 from workers.debs import FIRST_HALF, PS_PER_MS, PS_PER_S, SECOND_HALF
 
 KO, E1 = FIRST_HALF

@@ -15,7 +15,7 @@ import pytest
 
 from pan.cli import main
 from simulator.debs import BALLS_HALF2, ENTITIES, HALF1, HALF2, X_MAX, X_MIN
-from tests.test_generate import load_rows
+from tests.simulator.test_generate import load_rows
 
 LEGS = sorted(sid for e in ENTITIES[:16] for sid, kind in e.sensors if kind.startswith("leg"))
 REAL = {"leg_a_median": 5.7, "leg_a_p99": 27.0, "leg_v_median": 0.8, "rest_a_median": 7.6, "rest_a_p99": 19.0,

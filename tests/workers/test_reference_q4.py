@@ -1,5 +1,5 @@
 """Spark batch reference for Q4 (workers/reference_q4.py): a hand-made match with known shots, and equality
-with the streaming shots component fed by the streaming Q2 chain (offline, as in tests/test_reference.py).
+with the streaming shots component fed by the streaming Q2 chain (offline, as in tests/workers/test_reference.py).
 
 The hand-made folder has one ball (4) and two players. The ball's rows follow straight paths at constant
 speed, so where each kick goes is known by construction:
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_reference import compare, interruptions_fed, q2_streaming_outputs, read_stream
+from tests.workers.test_reference import compare, interruptions_fed, q2_streaming_outputs, read_stream
 from workers.debs import FIRST_HALF, PS_PER_MS, SECOND_HALF, Y_MAX, Y_MIN
 
 KO = FIRST_HALF[0]
@@ -87,8 +87,8 @@ def write_folder(data: Path) -> None:
 
 def streaming_shots(split: Path, q2: dict[str, list[dict[str, Any]]], heartbeats: bool = True) -> list[dict[str, Any]]:
     """The shots component over INTERRUPTIONS, BALLHITS and ACTIVEBALL merged in (ts, input) order, in chunks."""
-    from tests.ballgame import merge
-    from tests.harness import build_component, output_tuples
+    from tests.support.ballgame import merge
+    from tests.support.harness import build_component, output_tuples
 
     shots = build_component("shots", buffer_size=2_000_000)
     strip = [[{k: v for k, v in t.items() if k != "i"} for t in q2[s]] for s in ("BALLHITS", "ACTIVEBALL")]
@@ -156,7 +156,7 @@ def test_q4_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path
     """90 s of seed 1, whose truth has two shots by different players."""
     from pan.cli import main
     from simulator.split import split
-    from tests.ballgame import read_csv
+    from tests.support.ballgame import read_csv
     from workers.reference import run_q2
 
     # The exact generator: this seed's truth has two shots by different players (the realistic

@@ -11,7 +11,7 @@ from pan.cli import main
 from pan.specs import WorkflowError
 from pan.workflow import load_workflow, on_free_ports, parse_workflow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 VALID: dict[str, Any] = {
     "name": "ok",

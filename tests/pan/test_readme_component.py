@@ -8,7 +8,7 @@ import pytest
 
 from pan.specs import WorkflowError
 from tests.conftest import ROOT
-from tests.harness import build_component, output_tuples
+from tests.support.harness import build_component, output_tuples
 
 PS = 10**12
 

@@ -13,7 +13,7 @@ from simulator.impair import ImpairProfile, KindParams, Packet, ProfileError, Se
 from simulator.simulate import SimulateOptions, simulate
 from simulator.sources import Timeline
 from tests.conftest import ROOT, sensor_row, wait_until
-from tests.test_simulate import PS, T0, Recorder, rate_rows, recorder, recorder_workflow, write_split
+from tests.simulator.test_simulate import PS, T0, Recorder, rate_rows, recorder, recorder_workflow, write_split
 
 __all__ = ["recorder"]  # the fixture, re-exported for pytest
 MS = 1_000_000

@@ -2,9 +2,9 @@
 
 The comparison runs the streaming player_average, running and heatmap, and the
 Q2 chain active_ball -> ball_hits -> player/team possession, offline
-(tests/harness.py) on a generated match and checks every recorded tuple against
+(tests/support/harness.py) on a generated match and checks every recorded tuple against
 the batch output: ints exactly, floats within 1e-9 relative. Q2's hand-made
-cases are in tests/test_reference_q2.py.
+cases are in tests/workers/test_reference_q2.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from pan.cli import main
-from tests.harness import output_tuples
+from tests.support.harness import output_tuples
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
 
 S1, E1 = FIRST_HALF
@@ -169,8 +169,8 @@ def test_standing_in_one_cell_gives_exact_heat_maps(hand_made: Path) -> None:
 
 def test_half_time_and_gaps_equal_the_streaming_components(hand_made: Path) -> None:
     """A5's random walk across the break: game clock, clipping, gaps, windows reaching back over half time."""
-    from tests.harness import build_component
-    from tests.match_feed import OFFLINE, feed_in_chunks, player_stream_of, sensor_stream_of
+    from tests.support.harness import build_component
+    from tests.support.match_feed import OFFLINE, feed_in_chunks, player_stream_of, sensor_stream_of
 
     events = [dict(zip(("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az"),
                        map(int, row.split(",")), strict=True))
@@ -211,8 +211,8 @@ def streaming_outputs(full_game: Path, heatmap: dict[str, Any] | None = None) ->
 
     ``heatmap``: extra heatmap parameters (a subset of its windows and grids).
     """
-    from tests.harness import build_component
-    from tests.match_feed import (
+    from tests.support.harness import build_component
+    from tests.support.match_feed import (
         OFFLINE,
         as_events,
         feed_in_chunks,
@@ -263,8 +263,8 @@ def q2_streaming_outputs(split: Path, heartbeats: bool = True) -> dict[str, list
     Each component gets its inputs merged in (ts, input position) order, chunk by
     chunk, as its ordering unit delivers them when nothing is late.
     """
-    from tests.ballgame import Reader, as_events, merge
-    from tests.harness import build_component
+    from tests.support.ballgame import Reader, as_events, merge
+    from tests.support.harness import build_component
     from workers.debs import BALLS, PLAYER_SENSORS
 
     active = build_component("active_ball", buffer_size=2_000_000)
@@ -329,7 +329,7 @@ def test_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: P
     assert main(["generate", "--exact", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
     split(tmp_path / "gen" / "full-game", tmp_path / "split")
     summary = run_reference(spark, tmp_path / "split", tmp_path / "ref")
-    from tests.test_reference_q4 import streaming_shots
+    from tests.workers.test_reference_q4 import streaming_shots
 
     q2_out = q2_streaming_outputs(tmp_path / "split")
     streaming = streaming_outputs(tmp_path / "gen" / "full-game") | q2_out
@@ -353,7 +353,7 @@ def test_reference_equals_streaming_on_a_realistic_match(spark: Any, tmp_path: P
     """The same equality on the realistic generator's data: both halves, clock jitter, dropouts, noise,
     duels, spare balls and the ball-data gap. One heat-map window and grid keep the output small."""
     from simulator.split import split
-    from tests.test_reference_q4 import streaming_shots
+    from tests.workers.test_reference_q4 import streaming_shots
     from workers.reference import run_reference
     from workers.reference_q2 import q2_streams
 

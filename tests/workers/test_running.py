@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pan.specs import WorkflowError
-from tests.harness import build_component, output_tuples
-from tests.match_feed import OFFLINE, all_outputs, feed_in_chunks, feed_jittered, load_match, merged, player_stream_of
+from tests.support.harness import build_component, output_tuples
+from tests.support.match_feed import OFFLINE, all_outputs, feed_in_chunks, feed_jittered, load_match, merged, player_stream_of
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
 from workers.gametime import L1
 from workers.running import BANDS, band_of
@@ -169,7 +169,7 @@ def test_distance_is_the_path_of_the_averaged_position_not_the_sensors_speed() -
     the four sensors walks exactly the body's straight line: 10 m in 10 s, at 3.6 km/h (trot). The mean
     sensor |v| (3.5 m/s) would make it 35 m of low-speed running.
     """
-    from tests.match_feed import run_players
+    from tests.support.match_feed import run_players
 
     rows = []
     for k in range(-100, 2001):  # 200 Hz, from 0.5 s before kick-off to 10 s after

@@ -34,8 +34,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tests.fuzz_grammar import INT64_MAX, INT64_MIN, SLOW, fuzz_settings
-from tests.live_servers import HOST, LiveServers, LogCounter, RawHttp, check_error_contract, wait_for
+from tests.support.fuzz_grammar import INT64_MAX, INT64_MIN, SLOW, fuzz_settings
+from tests.support.live_servers import HOST, LiveServers, LogCounter, RawHttp, check_error_contract, wait_for
 
 pytestmark = pytest.mark.timeout(900)
 

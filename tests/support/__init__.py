@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: builders, feeds, live servers, grammars."""
