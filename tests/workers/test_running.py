@@ -11,7 +11,15 @@ import pytest
 
 from pan.specs import WorkflowError
 from tests.support.harness import build_component, output_tuples
-from tests.support.match_feed import OFFLINE, all_outputs, feed_in_chunks, feed_jittered, load_match, merged, player_stream_of
+from tests.support.match_feed import (
+    OFFLINE,
+    all_outputs,
+    feed_in_chunks,
+    feed_jittered,
+    load_match,
+    merged,
+    player_stream_of,
+)
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
 from workers.gametime import L1
 from workers.running import BANDS, band_of
