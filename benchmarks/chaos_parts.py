@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from benchmarks import common
-from pan.lifeline import shared_lifeline
 
 FAULT_KINDS = ("pause", "restart", "drop", "stall")
 CONSUMER = "consumer"  # the recording process a stall pauses: it takes only the tight streams
@@ -188,72 +187,22 @@ def chaos_workflow(
 # --- the processes ------------------------------------------------------------------------
 
 
-class Proc:
+class Proc(common.Child):
     """One PAN process of the cluster, restartable with the same command line; logs to ``log_dir``."""
 
     def __init__(self, name: str, args: list[str], endpoints: list[tuple[str, int]], log_dir: Path) -> None:
+        super().__init__(args, ready=False, grace_s=GRACE_S)
         self.name = name
-        self.args = args
         self.endpoints = endpoints  # HTTP (host, port) of every server it runs
         self.log_dir = log_dir
         self.starts = 0
-        self.process: asyncio.subprocess.Process | None = None
-        self._log: IO[bytes] | None = None
 
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    async def spawn(self) -> None:
+    async def start(self) -> Proc:
+        """Start (again): every start logs to a file of its own, ``NAME-N.log``."""
         self.starts += 1
-        self._log = (self.log_dir / f"{self.name}-{self.starts}.log").open("wb")
-        self.process = await asyncio.create_subprocess_exec(
-            *self.args, stdin=asyncio.subprocess.DEVNULL, stdout=self._log, stderr=asyncio.subprocess.STDOUT,
-            cwd=common.REPO_ROOT, start_new_session=True,
-            **shared_lifeline().spawn_options(),  # dies with the benchmark, even on SIGKILL
-        )
-        common.LIVE_CHILDREN.add(self.process.pid)
-
-    def signal(self, sig: signal.Signals) -> None:
-        if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, sig)
-
-    async def kill(self) -> None:
-        """SIGKILL (after SIGCONT does not matter: SIGKILL ends a stopped process too) and reap."""
-        process, self.process = self.process, None
-        if process is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGKILL)
-        await process.wait()
-        self._forget(process)
-
-    async def stop(self) -> int | None:
-        """SIGCONT + SIGTERM, then SIGKILL after ``GRACE_S``; the exit code."""
-        process, self.process = self.process, None
-        if process is None:
-            return None
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGCONT)
-                os.kill(process.pid, signal.SIGTERM)
-            try:
-                async with asyncio.timeout(GRACE_S):
-                    await process.wait()
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGKILL)
-                await process.wait()
-        self._forget(process)
-        return process.returncode
-
-    def _forget(self, process: asyncio.subprocess.Process) -> None:
-        common.LIVE_CHILDREN.discard(process.pid)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self.log = self.log_dir / f"{self.name}-{self.starts}.log"
+        await super().start()
+        return self
 
 
 class Cluster:
@@ -285,10 +234,10 @@ class Cluster:
         import aiohttp
 
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        await self.procs["repository"].spawn()
+        await self.procs["repository"].start()
         await self.wait_up("repository")
         for peer in self.peers:
-            await self.procs[peer].spawn()
+            await self.procs[peer].start()
         for peer in self.peers:
             await self.wait_up(peer)
 
@@ -400,7 +349,7 @@ async def apply_fault(fault: Fault, cluster: Cluster, t0: float) -> dict[str, An
         killed = time.monotonic()
         await proc.kill()
         await asyncio.sleep(fault.duration_s)
-        await proc.spawn()
+        await proc.start()
         try:
             await cluster.wait_up(fault.target)
             record["restart_s"] = round(time.monotonic() - killed, 3)

@@ -13,6 +13,11 @@ import importlib
 from collections.abc import Callable
 
 BENCHMARKS: dict[str, str] = {
+    "runtime": "benchmarks.runtime_bench",
+    "ordering": "benchmarks.ordering_bench",
+    "ball": "benchmarks.ball_bench",
+    "simulation": "benchmarks.simulation_bench",
+    "simulate": "benchmarks.simulate_bench",
     "fanout": "benchmarks.fanout",
     "redis": "benchmarks.redis_bench",
     "network": "benchmarks.network",

@@ -8,23 +8,21 @@ Imports stay light: `pan` imports the bench CLI on every start.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as dt
 import os
 import platform
 import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from pan.lifeline import shared_lifeline
+from pan import processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -87,7 +85,7 @@ def run_header(benchmark: str) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    """CPU, cores, RAM, Python and load: the facts a reader needs to weigh the numbers."""
+    """CPU, cores, RAM, Python and its main libraries, load: what a reader needs to weigh the numbers."""
     import psutil
 
     model = platform.processor() or "unknown"
@@ -96,11 +94,15 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
+    freq = psutil.cpu_freq()
     return {
         "cpu": model,
+        "cpu_freq_mhz": round(freq.current) if freq else None,
         "cores": os.cpu_count(),
         "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "python": platform.python_version(),
+        "aiohttp": version("aiohttp"),
+        "orjson": version("orjson"),
         "platform": platform.platform(),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
     }
@@ -166,13 +168,35 @@ def image_link(section: str, alt: str) -> str:
     return f"![{alt}](img/{section}.png)"
 
 
-def write_report(report: str | Path, section: str, body: str, plot: Callable[[Path], Any]) -> None:
-    """``--write REPORT``: draw the section's plot (``plot(png_path)``), then replace its Markdown section."""
+def write_report(report: str | Path, section: str, body: str, plot: Callable[[Path], Any] | None = None) -> None:
+    """``--write REPORT``: draw the section's plot (``plot(png_path)``) if it has one, then replace its section."""
     path = Path(report).resolve()
-    png = plot_path(path, section)
-    plot(png)
+    written = [str(path)]
+    if plot is not None:
+        png = plot_path(path, section)
+        plot(png)
+        written.append(str(png))
     write_section(path, section, body)
-    print(f"wrote {path} and {png}", file=sys.stderr)
+    print(f"wrote {' and '.join(written)}", file=sys.stderr)
+
+
+def publish(
+    results: Any,
+    write: str | Path | None,
+    section: str,
+    render: Callable[[], str],
+    plot: Callable[[Path], Any] | None = None,
+) -> None:
+    """How every benchmark reports: its results as JSON on stdout and, with ``--write``, its report section.
+
+    ``render`` makes the section's Markdown and ``plot`` draws its PNG; both only run with ``--write``.
+    """
+    import orjson
+
+    options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+    print(orjson.dumps(results, option=options, default=str).decode(), flush=True)
+    if write:
+        write_report(write, section, render(), plot)
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> str:
@@ -209,109 +233,13 @@ def ensure_tool(binary: str, apt_package: str) -> str | None:
 
 # --- child processes --------------------------------------------------------------------
 
-LIVE_CHILDREN: set[int] = set()  # pids; kill_leftovers() ends them if a normal stop was skipped
+
+class Child(processes.Child):
+    """A benchmark's child process (pan/processes.py), started in the repository root like the benchmark's
+    relative paths (workflows/, ``python -m benchmarks.X``) expect."""
+
+    def __init__(self, args: Sequence[str], **options: Any) -> None:
+        super().__init__(args, cwd=REPO_ROOT, **options)
 
 
-def kill_leftovers() -> None:
-    for pid in list(LIVE_CHILDREN):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        LIVE_CHILDREN.discard(pid)
-
-
-class Child:
-    """A child process (own process group) that may print one ready line on stdout.
-
-    Stopped with SIGTERM to its group, then SIGKILL after ``grace_s``; its
-    stderr goes to a temporary file whose tail is shown when it fails.
-    """
-
-    def __init__(
-        self,
-        args: Sequence[str],
-        *,
-        ready: bool = True,
-        startup_s: float = 30.0,
-        grace_s: float = 8.0,
-        stdin: bool = False,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        self.args = list(args)
-        self.ready = ready
-        self.startup_s = startup_s
-        self.grace_s = grace_s
-        self.want_stdin = stdin
-        self.env = env
-        self.process: asyncio.subprocess.Process | None = None
-        self.ready_line = b""
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    async def start(self) -> Child:
-        self.process = await asyncio.create_subprocess_exec(
-            *self.args,
-            stdin=asyncio.subprocess.PIPE if self.want_stdin else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=self._stderr,
-            cwd=REPO_ROOT,
-            start_new_session=True,
-            limit=2**24,
-            **shared_lifeline().spawn_options(self.env),  # dies with the benchmark, even on SIGKILL
-        )
-        LIVE_CHILDREN.add(self.process.pid)
-        if self.ready:
-            try:
-                self.ready_line = await self.readline(self.startup_s)
-                if not self.ready_line:
-                    raise RuntimeError(f"{shlex.join(self.args[:6])} did not start: {self.stderr_tail()}")
-            except BaseException:
-                await self.stop()
-                raise
-        return self
-
-    async def readline(self, timeout_s: float) -> bytes:
-        assert self.process is not None and self.process.stdout is not None
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                return await self.process.stdout.readline()
-        return b""
-
-    async def send(self, line: bytes) -> None:
-        assert self.process is not None and self.process.stdin is not None
-        self.process.stdin.write(line if line.endswith(b"\n") else line + b"\n")
-        await self.process.stdin.drain()
-
-    def stderr_tail(self, chars: int = 2000) -> str:
-        with contextlib.suppress(ValueError):
-            self._stderr.seek(0)
-            return self._stderr.read()[-chars:].decode(errors="replace")
-        return ""
-
-    async def __aenter__(self) -> Child:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    async def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None:
-            return
-        try:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    async with asyncio.timeout(self.grace_s):
-                        await process.wait()
-                except TimeoutError:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(process.pid, signal.SIGKILL)
-                    await process.wait()
-        finally:
-            LIVE_CHILDREN.discard(process.pid)
-            self._stderr.close()
+kill_leftovers = processes.kill_leftovers

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/runtime_bench.py [--quick] [--reps N] [--write docs/benchmarks.md]
+    pan bench runtime [--quick] [--reps N] [--write docs/benchmarks.md]
 
 What is measured (all over 127.0.0.1, ports picked by the OS):
 
@@ -39,26 +39,23 @@ import asyncio
 import contextlib
 import os
 import random
-import shlex
-import signal
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
-import psutil
 
 from benchmarks import common
 from benchmarks.common import percentile
-from pan.lifeline import shared_lifeline
+from benchmarks.runtime_worker import HOST, forwarder_spec
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-HOST = "127.0.0.1"
+if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module on start
+    import aiohttp
+    import psutil
+
+HELP = "throughput, long-poll latency and memory of one worker (issue 2)"
 
 THROUGHPUT_TARGET = 200_000  # tuples/s
 LATENCY_P50_TARGET_MS = 2.0
@@ -114,123 +111,18 @@ def sensor_lines(sid: int, tails: list[bytes]) -> list[bytes]:
 # --- the worker process ----------------------------------------------------------------
 
 
-async def serve(config: dict[str, Any]) -> None:
-    """Child mode: a forwarder worker (plus a repository unless given one) until SIGTERM."""
-    import logging
-
-    from pan.repository import RepositoryServer
-    from pan.specs import RepositorySpec, WorkerSpec
-    from pan.worker import Worker
-
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    repository = None
-    repository_port = config.get("repository_port")
-    if not repository_port:
-        repository = RepositoryServer(HOST, 0)
-        await repository.start()
-        repository_port = repository.port
-    spec = WorkerSpec(
-        name=config.get("name", "bench-forwarder"),
-        type="forwarder",
-        host=HOST,
-        port=0,
-        peer="bench",
-        ingest_port=0,
-        inter_pan_inputs=list(config["streams"]),
-        buffer_size=int(config["buffer_size"]),
-    )
-    worker = Worker(spec, RepositorySpec(HOST, repository_port))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await worker.start()
-    try:
-        ready = {
-            "pid": os.getpid(),
-            "repository_port": repository_port,
-            "worker_port": worker.server.port,
-            "ingest_port": worker.component.ingest.port,  # type: ignore[attr-defined]
-        }
-        print(orjson.dumps(ready).decode(), flush=True)
-        await stop.wait()
-    finally:
-        await worker.stop()
-        if repository is not None:
-            await repository.stop()
-
-
-_LIVE_CHILDREN: set[int] = set()  # pids, killed by main() should the normal shutdown be skipped
-
-
-class ChildProcess:
-    """A child that prints one ready line on stdout; stopped with SIGTERM, then SIGKILL."""
-
-    def __init__(self, args: list[str], startup_s: float = 20.0) -> None:
-        self.args = args
-        self.startup_s = startup_s
-        self.process: asyncio.subprocess.Process | None = None
-        self.ready_line = b""
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
-
-    async def __aenter__(self) -> ChildProcess:
-        self.process = await asyncio.create_subprocess_exec(
-            *self.args, stdout=asyncio.subprocess.PIPE, stderr=self._stderr, cwd=REPO_ROOT,
-            **shared_lifeline().spawn_options(),  # dies with the benchmark, even on SIGKILL
-        )
-        _LIVE_CHILDREN.add(self.process.pid)
-        try:
-            assert self.process.stdout is not None
-            with contextlib.suppress(TimeoutError):
-                self.ready_line = await asyncio.wait_for(self.process.stdout.readline(), self.startup_s)
-            if not self.ready_line:
-                raise RuntimeError(f"{self.args[1:3]} did not start: {self.stderr_tail()}")
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    def stderr_tail(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read()[-2000:].decode(errors="replace")
-
-    async def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None:
-            return
-        try:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(process.wait(), 5)
-                except TimeoutError:
-                    with contextlib.suppress(ProcessLookupError):
-                        process.kill()
-                    await process.wait()
-        finally:
-            _LIVE_CHILDREN.discard(process.pid)
-            self._stderr.close()
-
-
-class WorkerProcess(ChildProcess):
-    """This script in `--serve` mode: a forwarder worker (and maybe a repository) in its own process."""
+class WorkerProcess(common.Child):
+    """A forwarder worker (and maybe a repository) in its own process (benchmarks/runtime_worker.py)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        super().__init__([sys.executable, str(Path(__file__).resolve()), "--serve", orjson.dumps(config).decode()])
+        super().__init__([sys.executable, "-m", "benchmarks.runtime_worker", orjson.dumps(config).decode()],
+                         startup_s=20.0)
         self.info: dict[str, Any] = {}
 
-    async def __aenter__(self) -> WorkerProcess:
-        await super().__aenter__()
+    async def start(self) -> WorkerProcess:
+        await super().start()
         self.info = orjson.loads(self.ready_line)
         return self
-
-    @property
-    def pid(self) -> int:
-        return int(self.info["pid"])
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -310,6 +202,9 @@ async def fetch_subscriber(repository_port: int, stream: str, total: int) -> int
 
 
 async def bench_throughput(proc: WorkerProcess, backlog: int, reps: int) -> dict[str, Any]:
+    import aiohttp
+    import psutil
+
     server = psutil.Process(proc.pid)
     me = psutil.Process()
     results: dict[str, Any] = {}
@@ -456,6 +351,8 @@ async def last_index(session: aiohttp.ClientSession, worker_port: int, stream: s
 
 
 async def bench_latency_remote(proc: WorkerProcess, samples: int, reps: int, interval_s: float) -> dict[str, Any]:
+    import aiohttp
+
     probe = LatencyProbe(samples, interval_s)
     runs: dict[str, list[list[float]]] = {"raw_http": [], "stream_subscriber": []}
     _reader, writer = await asyncio.open_connection(HOST, proc.info["ingest_port"])
@@ -486,16 +383,15 @@ async def bench_latency_remote(proc: WorkerProcess, samples: int, reps: int, int
 
 async def bench_latency_in_process(samples: int, interval_s: float) -> dict[str, Any]:
     """Worker and client on this event loop; rows are appended to the output stream directly."""
+    import aiohttp
+
     from pan.repository import RepositoryServer
-    from pan.specs import RepositorySpec, WorkerSpec
+    from pan.specs import RepositorySpec
     from pan.worker import Worker
 
     repository = RepositoryServer(HOST, 0)
     await repository.start()
-    spec = WorkerSpec(
-        name="bench-in-process", type="forwarder", host=HOST, port=0, peer="bench", ingest_port=0,
-        inter_pan_inputs=[LATENCY_STREAM], buffer_size=100_000,
-    )
+    spec = forwarder_spec("bench-in-process", [LATENCY_STREAM], 100_000)
     worker = Worker(spec, RepositorySpec(HOST, repository.port))
     await worker.start()
     output = worker.outputs[LATENCY_STREAM]
@@ -525,6 +421,8 @@ async def bench_latency_in_process(samples: int, interval_s: float) -> dict[str,
 
 
 def rss_mb(pid: int) -> float:
+    import psutil
+
     return round(psutil.Process(pid).memory_info().rss / 2**20, 1)
 
 
@@ -541,6 +439,9 @@ async def bench_memory(streams: int, per_stream: int, capacity: int, steps: int)
     available now, filling stops and the per-tuple growth is extrapolated (so
     the benchmark cannot starve a shared machine).
     """
+    import aiohttp
+    import psutil
+
     from pan.repository import RepositoryServer
 
     names = [f"SENSOR{sid}" for sid in range(1, streams + 1)]
@@ -604,7 +505,7 @@ async def bench_loopback_floor(samples: int, interval_s: float) -> dict[str, Any
         "asyncio.run(main())\n"
     )
     rtts: list[float] = []
-    async with ChildProcess([sys.executable, "-c", code]) as echo:
+    async with common.Child([sys.executable, "-c", code]) as echo:
         reader, writer = await asyncio.open_connection(HOST, int(echo.ready_line))
         try:
             for _ in range(samples):
@@ -627,29 +528,6 @@ async def bench_loopback_floor(samples: int, interval_s: float) -> dict[str, Any
 
 
 # --- report ----------------------------------------------------------------------------------
-
-
-def machine() -> dict[str, Any]:
-    """The shared machine facts plus the library versions and clock this benchmark depends on."""
-    import aiohttp as aiohttp_module
-
-    facts = common.machine()
-    facts.update(
-        aiohttp=aiohttp_module.__version__,
-        orjson=orjson.__version__,
-        cpu_freq_mhz=round(psutil.cpu_freq().current) if psutil.cpu_freq() else None,
-    )
-    return facts
-
-
-def command_line() -> str:
-    exe = Path(sys.executable)
-    with contextlib.suppress(ValueError):
-        exe = exe.relative_to(REPO_ROOT)
-    script = Path(sys.argv[0]).resolve()
-    with contextlib.suppress(ValueError):
-        script = script.relative_to(REPO_ROOT)
-    return shlex.join([str(exe), str(script), *sys.argv[1:]])
 
 
 def ok(flag: bool) -> str:
@@ -783,8 +661,8 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "benchmark": "PAN runtime (issue 2)",
         "date": common.utc_now(),
-        "command": command_line(),
-        "machine": machine(),
+        "command": common.command_line(),
+        "machine": common.machine(),
         "config": {
             "quick": quick,
             "reps": reps,
@@ -818,31 +696,16 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller backlog and fewer samples (< 40 s)")
-    parser.add_argument("--reps", type=int, help="throughput repetitions (default 5, quick 3)")
-    parser.add_argument("--write", metavar="PATH", help="write/update the runtime section of this Markdown file")
-    parser.add_argument("--serve", metavar="CONFIG", help=argparse.SUPPRESS)  # child process mode
-    args = parser.parse_args(argv)
-    if args.serve:
-        asyncio.run(serve(orjson.loads(args.serve)))
-        return 0
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true", help="smaller backlog and fewer samples (< 40 s)")
+    p.add_argument("--reps", type=int, help="throughput repetitions (default 7, quick 3)")
+    p.add_argument("--write", metavar="PATH", help="write/update the runtime section of this Markdown file")
+
+
+def run(args: argparse.Namespace) -> int:
     try:
         summary = asyncio.run(run_all(args))
     finally:
-        for pid in _LIVE_CHILDREN:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
-    if args.write:
-        path = Path(args.write)
-        if not path.is_absolute():
-            path = Path.cwd() / path
-        common.write_section(path, SECTION_NAME, render_section(summary))
-        print(f"wrote {path}", file=sys.stderr)
+        common.kill_leftovers()
+    common.publish(summary, args.write, SECTION_NAME, lambda: render_section(summary))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

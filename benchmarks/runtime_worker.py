@@ -1,0 +1,72 @@
+"""The worker process of `pan bench runtime`: a forwarder (plus a repository unless given one) until SIGTERM.
+
+Run as ``python -m benchmarks.runtime_worker CONFIG_JSON`` by the benchmark
+(benchmarks/runtime_bench.py); it prints one JSON line with its pid and
+ports once it serves. CONFIG_JSON: ``streams``, ``buffer_size``, and
+optionally ``name`` and ``repository_port``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from pan.specs import WorkerSpec
+
+HOST = "127.0.0.1"
+
+
+def forwarder_spec(name: str, streams: list[str], buffer_size: int) -> WorkerSpec:
+    """A forwarder on free ports whose output streams are fed through its TCP ingest port."""
+    from pan.specs import WorkerSpec
+
+    return WorkerSpec(name=name, type="forwarder", host=HOST, port=0, peer="bench", ingest_port=0,
+                      inter_pan_inputs=list(streams), buffer_size=buffer_size)
+
+
+async def serve(config: dict[str, Any]) -> None:
+    from pan.repository import RepositoryServer
+    from pan.specs import RepositorySpec
+    from pan.worker import Worker
+
+    repository = None
+    repository_port = config.get("repository_port")
+    if not repository_port:
+        repository = RepositoryServer(HOST, 0)
+        await repository.start()
+        repository_port = repository.port
+    spec = forwarder_spec(config.get("name", "bench-forwarder"), config["streams"], int(config["buffer_size"]))
+    worker = Worker(spec, RepositorySpec(HOST, repository_port))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await worker.start()
+    try:
+        ready = {
+            "pid": os.getpid(),
+            "repository_port": repository_port,
+            "worker_port": worker.server.port,
+            "ingest_port": worker.component.ingest.port,  # type: ignore[attr-defined]
+        }
+        print(orjson.dumps(ready).decode(), flush=True)
+        await stop.wait()
+    finally:
+        await worker.stop()
+        if repository is not None:
+            await repository.stop()
+
+
+if __name__ == "__main__":
+    from pan.lifeline import die_with_launcher
+
+    die_with_launcher()
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    asyncio.run(serve(orjson.loads(sys.argv[1])))
