@@ -2,20 +2,26 @@
 
 Input: N streams of periodic events, a fraction of them back-dated (out of order),
 arriving as per-stream batches in round-robin. Event generation is not timed.
-Compares with a plain per-event heapq K-slack loop and prints events/s and the ratio.
+Compares with a plain per-event heapq K-slack loop and reports events/s and the ratio
+(medians over ``--reps`` runs of each, interleaved).
 
-    .venv/bin/python benchmarks/ordering_bench.py [--events 1000000] [--streams 40] [--batch 100]
+    pan bench ordering [--events 1000000] [--streams 40] [--batch 100] [--reps 3] [--write docs/ordering.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
 from heapq import heappop, heappush
+from typing import Any
 
+from benchmarks import common
 from pan.ordering import OrderingSettings, OrderingUnit
 
+HELP = "events/s of one ordering unit through the batch API against a per-event heapq K-slack loop"
+SECTION = "ordering-bench"
 PS_PER_MS = 10**9
 
 
@@ -75,38 +81,68 @@ def run_baseline(batches, k: int) -> tuple[float, int]:
     return time.perf_counter() - t0, len(out)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--streams", type=int, default=40)
-    ap.add_argument("--batch", type=int, default=100, help="events per push (per stream)")
-    ap.add_argument("--disorder", type=float, default=0.05, help="fraction of back-dated events")
-    args = ap.parse_args()
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--events", type=int, default=1_000_000)
+    p.add_argument("--streams", type=int, default=40)
+    p.add_argument("--batch", type=int, default=100, help="events per push (per stream)")
+    p.add_argument("--disorder", type=float, default=0.05, help="fraction of back-dated events")
+    p.add_argument("--reps", type=int, default=1, help="runs of each configuration; the report shows medians")
+    p.add_argument("--write", metavar="PATH", help="update this Markdown report (e.g. docs/ordering.md)")
 
+
+def run(args: argparse.Namespace) -> int:
     streams, batches = make_input(args.events, args.streams, args.batch, args.disorder)
     total = sum(len(b) for _s, b in batches)
-    print(f"{total} events, {args.streams} streams, batches of {args.batch}, {args.disorder:.0%} out of order")
-
+    print(f"{total} events, {args.streams} streams, batches of {args.batch}, {args.disorder:.0%} out of order",
+          file=sys.stderr)
     # A batch spans batch * 5 ms of event time per stream; start K there (offline init, no warm-up loss).
     k0 = (args.batch * 5 + 20) * PS_PER_MS
     configs = {
         "all inputs clock (default)": OrderingSettings(initial_k=k0),
         f"one clock stream ({streams[0]})": OrderingSettings(clock=(streams[0],), initial_k=k0),
     }
-    for label, settings in configs.items():
-        dt, n, unit = run_unit(streams, batches, settings)
+    rates: dict[str, list[float]] = {label: [] for label in [*configs, BASELINE]}
+    units: dict[str, dict[str, float]] = {}
+    for _ in range(max(1, args.reps)):
+        for label, settings in configs.items():
+            elapsed, n, unit = run_unit(streams, batches, settings)
+            assert n == total
+            rates[label].append(total / elapsed)
+            units[label] = {"final_k_ms": unit.k / PS_PER_MS, "late": unit.late_count}
+        k_final = round(units[next(iter(configs))]["final_k_ms"] * PS_PER_MS)
+        elapsed, n = run_baseline(batches, k_final)
         assert n == total
-        print(
-            f"ordering unit, {label}: {total / dt:,.0f} events/s ({dt:.2f} s), "
-            f"final K {unit.k / PS_PER_MS:.1f} ms, late {unit.late_count}"
-        )
-        if label.startswith("all"):
-            unit_rate, k_final = total / dt, unit.k
-    dt, n = run_baseline(batches, k_final)
-    assert n == total
-    print(f"baseline per-event heapq K-slack (fixed K): {total / dt:,.0f} events/s ({dt:.2f} s)")
-    print(f"ratio unit / baseline: {unit_rate / (total / dt):.2f}")
+        rates[BASELINE].append(total / elapsed)
+    results: dict[str, Any] = {
+        **common.run_header("ordering"),
+        "config": {"events": total, "streams": args.streams, "batch": args.batch, "disorder": args.disorder,
+                   "reps": max(1, args.reps)},
+        "events_per_s": {label: round(common.median(r)) for label, r in rates.items()},
+        "units": units,
+    }
+    results["ratio_unit_vs_baseline"] = round(
+        results["events_per_s"][next(iter(configs))] / results["events_per_s"][BASELINE], 2)
+    for label, rate in results["events_per_s"].items():
+        print(f"{label}: {rate:,.0f} events/s", file=sys.stderr)
+    common.publish(results, args.write, SECTION, lambda: report(results))
+    return 0
 
 
-if __name__ == "__main__":
-    main()
+BASELINE = "baseline per-event heapq K-slack (fixed K)"
+
+
+def report(results: dict[str, Any]) -> str:
+    config = results["config"]
+    rows = [[label, common.fmt(rate), *(
+        [f"{results['units'][label]['final_k_ms']:.1f}", results["units"][label]["late"]]
+        if label in results["units"] else ["-", "-"])] for label, rate in results["events_per_s"].items()]
+    return "\n".join([
+        "## Ordering unit throughput",
+        "",
+        f"{results['date']}. {common.machine_line(results['machine'])}",
+        f"Command: `{results['command']}`: {config['events']:,} events over {config['streams']} streams at 200 Hz, "
+        f"{config['disorder']:.0%} back-dated by up to 20 ms, batches of {config['batch']} per stream in round "
+        f"robin; medians of {config['reps']} runs. Ratio unit / baseline: {results['ratio_unit_vs_baseline']:.2f}.",
+        "",
+        common.markdown_table(["Configuration", "Events/s", "Final K ms", "Late"], rows),
+    ])

@@ -26,7 +26,6 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks.observer import read_arrivals
-from pan.lifeline import shared_lifeline
 
 HELP = "query delay per stream (SENSOR105, B2, BP_wholeGame_A, a heat map, SHOTS) replaying in real time"
 SECTION = "query-delay-bench"
@@ -105,23 +104,14 @@ async def receive(workflow_path: Path, data: Path, work: Path) -> dict[str, list
         return (await simulate(options)).as_dict()
 
     arrivals = work / ARRIVALS
-    client = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "benchmarks.observer", "--repository", workflow.repository.address,
-        "--out", str(arrivals), *STREAMS, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
-        **shared_lifeline().spawn_options(),  # dies with the benchmark, even on SIGKILL
+    observer = common.Child(
+        [sys.executable, "-m", "benchmarks.observer", "--repository", workflow.repository.address,
+         "--out", str(arrivals), *STREAMS], startup_s=CLIENT_START_S, grace_s=CLIENT_START_S,
     )
-    try:
-        assert client.stdout is not None
-        async with asyncio.timeout(CLIENT_START_S):
-            ready = await client.stdout.readline()
-        if ready.strip() != b"ready":
-            raise RuntimeError(f"observer process did not start (said {ready!r})")
+    async with observer:
+        if observer.ready_line.strip() != b"ready":
+            raise RuntimeError(f"observer process did not start (said {observer.ready_line!r})")
         await replay(workflow_path, workflow, feed, work / "record", only=["BP_wholeGame_B"])
-    finally:
-        if client.returncode is None:
-            client.terminate()
-        async with asyncio.timeout(CLIENT_START_S):
-            await client.wait()
     return read_arrivals(arrivals, STREAMS)
 
 

@@ -4,28 +4,28 @@ Writes a synthetic split folder (42 sensors at DEBS rates), starts `pan run`
 with one forwarder, replays with `pan simulate --speedup 0`, and waits until
 the forwarder has counted every row.  Usage:
 
-    .venv/bin/python benchmarks/simulate_bench.py [--rows 500000]
+    pan bench simulate [--rows 500000] [--sink forwarder|discard] [--reps N] [--write docs/benchmarks.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
-import psutil
+from benchmarks import common
+from simulator.debs import HALF1
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from pan.lifeline import shared_lifeline  # noqa: E402
-from pan.web import free_port  # noqa: E402
-from simulator.debs import HALF1  # noqa: E402
+HELP = "unpaced `pan simulate` throughput into one forwarder process (or a byte sink), and the simulator's CPU"
+SECTION = "simulate-bench"
+SIMULATE_TIMEOUT_S = 600.0
 
 BALLS = [4, 8, 10, 12]
 OTHERS = [13, 14, 97, 98, 47, 16, 49, 88, 19, 52, 53, 54, 23, 24, 57, 58, 59, 28, 61, 62, 99, 100, 63, 64,
@@ -79,67 +79,113 @@ def forwarder_rows(port: int) -> int:
         return -1
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=500_000)
-    parser.add_argument("--sink", choices=["forwarder", "discard"], default="forwarder",
-                        help="discard: a byte sink instead of PAN, to see the simulator's own ceiling")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "split"
-        folder.mkdir()
-        total = write_folder(folder, args.rows)
-        streams = [f"SENSOR{s}" for s in BALLS + OTHERS]
-        http_port = free_port()
-        workflow = {
-            "name": "bench", "repository": {"host": "127.0.0.1", "port": free_port()},
-            "workers": [{"name": "F", "type": "forwarder", "host": "127.0.0.1", "port": http_port,
-                         "ingest_port": free_port(), "inter_pan_inputs": streams, "buffer_size": 100_000}],
-        }
-        wf_path = Path(tmp) / "wf.json"
-        wf_path.write_text(json.dumps(workflow))
-        command = [sys.executable, "-m", "pan", "run", str(wf_path)]
-        if args.sink == "discard":
-            command = [sys.executable, "-c", DISCARD, str(workflow["workers"][0]["ingest_port"]), str(http_port)]
-        runtime = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   **shared_lifeline().spawn_options())  # dies with us, even on SIGKILL
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rows", type=int, default=500_000)
+    p.add_argument("--sink", choices=["forwarder", "discard"], default="forwarder",
+                   help="discard: a byte sink instead of PAN, to see the simulator's own ceiling")
+    p.add_argument("--reps", type=int, default=1, help="replays of the same folder; the report shows medians")
+    p.add_argument("--write", metavar="PATH", help="update this Markdown report (e.g. docs/benchmarks.md)")
+
+
+async def wait_answering(port: int, timeout_s: float = 30.0) -> None:
+    """Until the forwarder (or the sink) answers its /streams."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            try:
+                await asyncio.to_thread(forwarder_rows, port)
+                return
+            except (OSError, ValueError, KeyError):
+                await asyncio.sleep(0.1)
+
+
+async def wait_rows(port: int, rows: int, timeout_s: float) -> None:
+    """Until the forwarder has counted ``rows`` rows, or ``timeout_s`` has passed (the report shows how many)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(max(0.0, timeout_s)):
+            while await asyncio.to_thread(forwarder_rows, port) < rows:  # noqa: ASYNC110 (polled over HTTP)
+                await asyncio.sleep(0.05)
+
+
+async def replay_once(wf_path: Path, folder: Path, http_port: int, total: int, received_before: int) -> dict[str, Any]:
+    """One unpaced `pan simulate` of the folder: its own summary, its CPU, and when the forwarder had every row."""
+    import psutil
+
+    started = time.perf_counter()
+    sim = common.Child([sys.executable, "-m", "pan", "simulate", "--workflow", str(wf_path), "--data", str(folder),
+                        "--speedup", "0", "--quiet"], ready=False)
+    cpu = 0.0
+    async with sim, asyncio.TaskGroup() as tasks:
+        finished = tasks.create_task(sim.output(SIMULATE_TIMEOUT_S))
+        process = psutil.Process(sim.pid)
+        while not finished.done():
+            try:
+                times = process.cpu_times()
+                cpu = times.user + times.system
+            except psutil.Error:
+                pass
+            await asyncio.sleep(0.05)
+    sim_wall = time.perf_counter() - started
+    summary = json.loads(finished.result())
+    await wait_rows(http_port, received_before + total, timeout_s=300 - sim_wall)
+    all_in = time.perf_counter() - started
+    return {"sent": summary["sent"], "received": await asyncio.to_thread(forwarder_rows, http_port) - received_before,
+            "simulator_rate_rows_per_s": summary["rate_rows_per_s"], "end_to_end_rows_per_s": round(total / all_in),
+            "simulator_process_wall_s": round(sim_wall, 2), "simulator_cpu_s": round(cpu, 2),
+            "simulator_cpu_share": round(cpu / sim_wall, 2)}
+
+
+async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    from pan.web import free_port
+
+    folder = tmp / "split"
+    folder.mkdir()
+    total = write_folder(folder, args.rows)
+    streams = [f"SENSOR{s}" for s in BALLS + OTHERS]
+    http_port = free_port()
+    workflow = {
+        "name": "bench", "repository": {"host": "127.0.0.1", "port": free_port()},
+        "workers": [{"name": "F", "type": "forwarder", "host": "127.0.0.1", "port": http_port,
+                     "ingest_port": free_port(), "inter_pan_inputs": streams, "buffer_size": 100_000}],
+    }
+    wf_path = tmp / "wf.json"
+    wf_path.write_text(json.dumps(workflow))
+    command = [sys.executable, "-m", "pan", "run", str(wf_path)]
+    if args.sink == "discard":
+        command = [sys.executable, "-c", DISCARD, str(workflow["workers"][0]["ingest_port"]), str(http_port)]
+    runs = []
+    async with common.Child(command, ready=False, grace_s=15):
+        await wait_answering(http_port)
+        for _ in range(max(1, args.reps)):
+            runs.append(await replay_once(wf_path, folder, http_port, total, await asyncio.to_thread(
+                forwarder_rows, http_port)))
+    medians = {key: common.median(r[key] for r in runs) for key in runs[0] if key.startswith("simulator_") or
+               key == "end_to_end_rows_per_s"}
+    return {**common.run_header("simulate"), "sink": args.sink, "rows": total, "reps": len(runs),
+            "sent": runs[-1]["sent"], "received_by_forwarder": runs[-1]["received"], **medians, "runs": runs}
+
+
+def run(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="pan-simulate-bench-") as tmp:
         try:
-            for _ in range(100):
-                try:
-                    forwarder_rows(http_port)
-                    break
-                except (OSError, ValueError, KeyError):
-                    time.sleep(0.1)
-            started = time.perf_counter()
-            sim = psutil.Popen([sys.executable, "-m", "pan", "simulate", "--workflow", str(wf_path), "--data",
-                                str(folder), "--speedup", "0", "--quiet"], cwd=ROOT, stdout=subprocess.PIPE,
-                              **shared_lifeline().spawn_options())
-            cpu = None
-            while sim.poll() is None:
-                try:
-                    times = sim.cpu_times()
-                    cpu = times.user + times.system
-                except psutil.Error:
-                    pass
-                time.sleep(0.05)
-            sim_wall = time.perf_counter() - started
-            summary = json.loads(sim.stdout.read())
-            while forwarder_rows(http_port) < total and time.perf_counter() - started < 300:
-                time.sleep(0.05)
-            all_in = time.perf_counter() - started
-            received = forwarder_rows(http_port)
+            results = asyncio.run(measure(args, Path(tmp)))
         finally:
-            runtime.terminate()
-            runtime.wait(15)
-    print(json.dumps({
-        "sink": args.sink, "rows": total, "sent": summary["sent"], "received_by_forwarder": received,
-        "simulator_rate_rows_per_s": summary["rate_rows_per_s"],
-        "end_to_end_rows_per_s": round(total / all_in),
-        "simulator_process_wall_s": round(sim_wall, 2),
-        "simulator_cpu_s": round(cpu or 0, 2),
-        "simulator_cpu_share": round((cpu or 0) / sim_wall, 2),
-    }, indent=2))
+            common.kill_leftovers()
+    common.publish(results, args.write, SECTION, lambda: report(results))
+    return 0
 
 
-if __name__ == "__main__":
-    main()
+def report(results: dict[str, Any]) -> str:
+    return "\n".join([
+        "## Unpaced `pan simulate` into one forwarder",
+        "",
+        f"{results['date']}. {common.machine_line(results['machine'])}",
+        f"Command: `{results['command']}`: {results['rows']:,} rows of 42 sensors at DEBS rates into "
+        f"{'one forwarder process (`pan run`)' if results['sink'] == 'forwarder' else 'a byte sink'}, "
+        f"medians of {results['reps']} replays.",
+        "",
+        common.markdown_table(
+            ["Rows", "Simulator rows/s", "End-to-end rows/s", "Simulator wall s", "Simulator CPU s", "CPU share"],
+            [[common.fmt(results["rows"]), common.fmt(results["simulator_rate_rows_per_s"]),
+              common.fmt(results["end_to_end_rows_per_s"]), f"{results['simulator_process_wall_s']:.2f}",
+              f"{results['simulator_cpu_s']:.2f}", f"{results['simulator_cpu_share']:.2f}"]]),
+    ])

@@ -7,15 +7,13 @@ sensor's file, then sort every file by ts.  Both splits must agree byte for
 byte.  Medians over the repeats; the machine and the exact command are
 recorded.  Usage:
 
-    .venv/bin/python benchmarks/simulation_bench.py [--minutes 10] [--repeats 3] [--full] [--write-docs]
+    pan bench simulation [--minutes 10] [--reps 3] [--full] [--write docs/benchmarks.md]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -23,15 +21,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-START, END = "<!-- simulation-bench:start -->", "<!-- simulation-bench:end -->"
+from benchmarks import common
+from pan.lifeline import shared_lifeline
+
+HELP = "`pan generate` rows/s, and the Spark split against a plain Python line splitter (issue 3)"
+SECTION = "simulation-bench"
 
 
 def pan(*args: str) -> float:
     """Run a `pan` subcommand; wall seconds (start-up included: that is what a user waits for)."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pan", *args], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "pan", *args], cwd=common.REPO_ROOT, check=True, stdout=subprocess.DEVNULL,
+                   **shared_lifeline().spawn_options())  # dies with the benchmark, even on SIGKILL
     return time.perf_counter() - started
 
 
@@ -71,26 +74,7 @@ def same_split(a: Path, b: Path) -> bool:
     return all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
 
 
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        import psutil
-
-        ram = f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM"
-    except ImportError:
-        ram = "RAM unknown"
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return f"{model}, {os.cpu_count()} cores, {ram}, {platform.python_version()}; load average at the end {load}"
-
-
-def run(minutes: float | None, full: bool, repeats: int, workdir: Path) -> dict:
+def measure(minutes: float | None, full: bool, repeats: int, workdir: Path) -> dict[str, Any]:
     size = ["--full"] if full else ["--minutes", str(minutes)]
     gen, spark, py, rows, agree = [], [], [], 0, True
     for i in range(repeats):
@@ -109,7 +93,7 @@ def run(minutes: float | None, full: bool, repeats: int, workdir: Path) -> dict:
             "generate_s": g, "spark_s": s, "python_s": p, "agree": agree}
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[dict[str, Any]]) -> str:
     lines = ["| Match | Rows | Generate (rows/s) | Spark split (rows/s) | Python line splitter (rows/s) "
              "| Spark speed / Python speed | Repeats | Outputs identical |",
              "|---|---|---|---|---|---|---|---|"]
@@ -122,49 +106,39 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(section: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text()
-    block = f"{START}\n{section}\n{END}"
-    if START in text and END in text:
-        text = text[: text.index(START)] + block + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--minutes", nargs="+", default=["10"], metavar="M[:REPEATS]",
+                   help="match lengths to measure, each optionally with its own repeat count")
+    p.add_argument("--reps", "--repeats", dest="reps", type=int, default=3, help="default repeats per match length")
+    p.add_argument("--full", action="store_true", help="also a full-length match (~49.5 M rows), once")
+    p.add_argument("--workdir", type=Path, help="scratch folder (default: a temporary one)")
+    p.add_argument("--write", metavar="PATH", help="update this Markdown report (e.g. docs/benchmarks.md)")
+    p.add_argument("--write-docs", dest="write", action="store_const", const=str(common.REPO_ROOT / "docs" /
+                   "benchmarks.md"), help="the same as --write docs/benchmarks.md")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", nargs="+", default=["10"], metavar="M[:REPEATS]",
-                        help="match lengths to measure, each optionally with its own repeat count")
-    parser.add_argument("--repeats", type=int, default=3, help="default repeats per match length")
-    parser.add_argument("--full", action="store_true", help="also a full-length match (~49.5 M rows), once")
-    parser.add_argument("--workdir", type=Path, help="scratch folder (default: a temporary one)")
-    parser.add_argument("--write-docs", action="store_true", help="replace the section in docs/benchmarks.md")
-    args = parser.parse_args()
-    command = "python benchmarks/simulation_bench.py " + " ".join(sys.argv[1:])
+def run(args: argparse.Namespace) -> int:
+    results: dict[str, Any] = {**common.run_header("simulation"), "sizes": []}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        results = []
         for spec in args.minutes:
             minutes, _, repeats = spec.partition(":")
-            results.append(run(float(minutes), False, int(repeats or args.repeats), Path(tmp)))
+            results["sizes"].append(measure(float(minutes), False, int(repeats or args.reps), Path(tmp)))
         if args.full:
-            results.append(run(None, True, 1, Path(tmp)))
-    section = "\n".join([
+            results["sizes"].append(measure(None, True, 1, Path(tmp)))
+    results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    common.publish(results, args.write, SECTION, lambda: report(results))
+    return 0
+
+
+def report(results: dict[str, Any]) -> str:
+    return "\n".join([
         "## Simulation environment (issue 3)",
         "",
-        f"Measured {datetime.date.today().isoformat()} on {machine()}.",
-        f"Command: `{command}`. Times are wall seconds, medians over the repeats. The `pan generate` and "
+        f"{results['date']}. {common.machine_line(results['machine'], results['load_avg_at_end'])}",
+        f"Command: `{results['command']}`. Times are wall seconds, medians over the repeats. The `pan generate` and "
         "`pan split` times include process start-up and, for Spark, the JVM start. The Python splitter is "
         "the seed prototype's method in one thread: append each line to its sensor's file, then sort "
         "every file by ts. Its output is compared byte for byte with Spark's.",
         "",
-        table(results),
+        table(results["sizes"]),
     ])
-    print(section)
-    if args.write_docs:
-        write_docs(section)
-
-
-if __name__ == "__main__":
-    main()
