@@ -13,10 +13,11 @@ java:
 		apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
 	else echo "Java 17+ is needed for the Spark jobs (e.g. apt-get install openjdk-17-jre-headless)"; exit 1; fi
 
-$(STAMP): pyproject.toml
+# The runtime with its extras, and the benchmarks' own distribution (pan bench), both editable.
+$(STAMP): pyproject.toml benchmarks/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -e ./benchmarks
 	touch $(STAMP)
 
 demo: $(STAMP) java
@@ -33,7 +34,7 @@ bench: $(STAMP)
 	command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q redis-server; } \
 		|| echo "redis-server missing: install it with 'sudo apt-get install -y redis-server' (pan bench redis will skip)"
 	command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q iproute2; } || true
-	$(BIN)/python benchmarks/runtime_bench.py --write docs/benchmarks.md
+	$(BIN)/pan bench runtime --write docs/benchmarks.md
 	$(BIN)/pan bench fanout --write docs/benchmarks.md
 	$(BIN)/pan bench fanout --clients 100,1000 --publishers 1,3 --rate 200 --seconds 4 --warmup 2 --reps 3 \
 		--section fanout-bench-200 --write docs/benchmarks.md

@@ -14,6 +14,11 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 
 ENTRY_POINT_GROUP = "pan.commands"
+#: Commands that come with a distribution of their own, and how to get one that is missing.
+SEPARATE_COMMANDS = {
+    "bench": "the benchmarks are a distribution of their own in PAN's repository: "
+    "pip install -e ./benchmarks from a checkout (make bench installs it)",
+}
 
 
 def command_entries() -> list[EntryPoint]:
@@ -37,11 +42,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def missing_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """How to get the command ``argv`` asks for when its distribution is not installed (None if it is)."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command not in SEPARATE_COMMANDS:
+        return None
+    installed = {name for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+                 for name in action.choices}
+    return None if command in installed else f"pan {command} is not installed; {SEPARATE_COMMANDS[command]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     if not command_entries():
         print(f"pan: no {ENTRY_POINT_GROUP} entry points: PAN is not installed (pip install -e .)", file=sys.stderr)
         return 2
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    hint = missing_command(parser, argv)
+    if hint is not None:
+        print(f"pan: {hint}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

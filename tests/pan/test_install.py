@@ -1,7 +1,7 @@
 """`pip install .` (not editable) into a fresh venv: the runtime works anywhere without the extras.
 
 The core depends on aiohttp, orjson and numpy only; Spark, the benchmark tools and the test tools are
-extras. Slow: it builds and installs PAN from the registry like `make test` does.
+extras, and the benchmarks themselves a distribution of their own (benchmarks/pyproject.toml). Slow: it builds and installs PAN from the registry like `make test` does.
 """
 
 from __future__ import annotations
@@ -36,6 +36,16 @@ def test_the_core_installs_without_the_extras(fresh_pan: Path) -> None:
     for module in ("pyspark", "redis", "matplotlib", "psutil"):
         found = subprocess.run([str(fresh_pan / "python"), "-c", f"import {module}"], capture_output=True)
         assert found.returncode != 0, f"{module} was installed with the core"
+
+
+def test_the_benchmarks_are_not_part_of_the_runtime(fresh_pan: Path, tmp_path: Path) -> None:
+    found = subprocess.run([str(fresh_pan / "python"), "-c", "import benchmarks"], cwd=tmp_path, capture_output=True,
+                           env={**os.environ, "PYTHONPATH": ""})
+    assert found.returncode != 0, "a plain install of PAN has a benchmarks package"
+    done = subprocess.run([str(fresh_pan / "pan"), "bench", "runtime", "--quick"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": ""})
+    assert done.returncode == 2, done.stderr
+    assert "pip install -e ./benchmarks" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_pan_split_without_spark_names_the_extra(fresh_pan: Path, tmp_path: Path) -> None:
