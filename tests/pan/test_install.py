@@ -1,7 +1,8 @@
 """`pip install .` (not editable) into a fresh venv: the runtime works anywhere without the extras.
 
 The core depends on aiohttp, orjson and numpy only; Spark, the benchmark tools and the test tools are
-extras, and the benchmarks themselves a distribution of their own (benchmarks/pyproject.toml). Slow: it builds and installs PAN from the registry like `make test` does.
+extras, and the benchmarks themselves a distribution of their own (benchmarks/pyproject.toml). Slow: it
+builds and installs PAN from the registry like `make test` does.
 """
 
 from __future__ import annotations
