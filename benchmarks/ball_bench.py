@@ -136,9 +136,7 @@ def report(results: dict[str, Any]) -> str:
     rows = [[f"`{name}`", INPUTS.get(name, "-"), common.fmt(r["events"]), common.fmt(r["per_cpu_s"]),
              common.fmt(r["per_wall_s"])] for name, r in results["components"].items()]
     return "\n".join([
-        "## Ball queries: per-event cost of the components (issue 5)",
-        "",
-        f"{results['date']}. {common.machine_line(results['machine'])}",
+        *common.report_head("## Ball queries: per-event cost of the components (issue 5)", results),
         f"Command: `{results['command']}`: first {results['seconds']:g} s of play, {results['ball_rows']:,} ball "
         f"rows, {results['player_rows']:,} player rows, {results['activeball_rows']:,} `ACTIVEBALL` rows, "
         f"{results['hits']} hits. Each component's `process` is timed over its own inputs in ts order (as its "

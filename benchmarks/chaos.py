@@ -245,11 +245,9 @@ def run(args: argparse.Namespace) -> int:
         work.mkdir(parents=True, exist_ok=True)
         results = measure(Path(args.workflow), query_delay.prepare_data(args, work), work, seeds, count,
                           speedup=args.speedup, match=query_delay.match_text(args), health_bound_s=args.health_bound)
-    print(json.dumps(results, indent=1))
-    if args.write:
-        from benchmarks import plots
+    from benchmarks import plots
 
-        common.write_report(args.write, SECTION, report(results), lambda png: plots.chaos(results, png))
+    common.publish(results, args.write, SECTION, lambda: report(results), lambda png: plots.chaos(results, png))
     return 0 if results["passed"] else 1
 
 

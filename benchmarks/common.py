@@ -118,6 +118,12 @@ def machine_line(m: dict[str, Any], load_at_end: Sequence[float] | None = None) 
     return line + "."
 
 
+def report_head(title: str, results: dict[str, Any]) -> list[str]:
+    """The first lines of a report section: its title, then when and on what it was measured."""
+    load_at_end = results.get("load_avg_at_end")
+    return [title, "", f"{results['date']}. {machine_line(results['machine'], load_at_end)}"]
+
+
 def command_line(argv: Sequence[str] | None = None) -> str:
     """The command as typed, with repo-relative paths, so anyone can rerun it."""
     args = list(sys.argv if argv is None else argv)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -57,12 +56,10 @@ def run(args: argparse.Namespace) -> int:
             cells = ", ".join(f"{s} p50 {common.fmt(d['p50_ms'])} ms n={d['received']}"
                               for s, d in result["streams"].items())
             print(f"distribution {source.stem} ({result['peers']} peers): {cells}", file=sys.stderr, flush=True)
-    print(json.dumps(results, indent=1))
-    if args.write:
-        from benchmarks import plots
+    from benchmarks import plots
 
-        common.write_report(args.write, SECTION, report(results, machine, args),
-                            lambda png: plots.distribution(results, png))
+    common.publish(results, args.write, SECTION, lambda: report(results, machine, args),
+                   lambda png: plots.distribution(results, png))
     return 0
 
 

@@ -400,19 +400,11 @@ def plot(summary: dict[str, Any]) -> Callable[[Path], Any]:
     return lambda png: plots.fanout(summary, png, P99_TARGET_MS)
 
 
-def finish(summary: dict[str, Any], args: argparse.Namespace, section: str, body: str,
-           plot: Callable[[Path], Any]) -> None:
-    """Print the JSON summary; with --write, update the report section and its plot."""
-    print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
-    if args.write:
-        common.write_report(args.write, section, body, plot)
-
-
 def run(args: argparse.Namespace) -> int:
     apply_quick(args)
     try:
         summary = asyncio.run(run_fanout(args))
     finally:
         common.kill_leftovers()
-    finish(summary, args, args.section, render(summary), plot(summary))
+    common.publish(summary, args.write, args.section, lambda: render(summary), plot(summary))
     return 0

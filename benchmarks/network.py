@@ -413,9 +413,7 @@ def run(args: argparse.Namespace) -> int:
         ns.delete()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
-    if args.write:
-        from benchmarks import plots
+    from benchmarks import plots
 
-        common.write_report(args.write, SECTION, render(summary), lambda png: plots.network(summary, png))
+    common.publish(summary, args.write, SECTION, lambda: render(summary), lambda png: plots.network(summary, png))
     return 0

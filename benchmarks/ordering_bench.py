@@ -137,9 +137,7 @@ def report(results: dict[str, Any]) -> str:
         [f"{results['units'][label]['final_k_ms']:.1f}", results["units"][label]["late"]]
         if label in results["units"] else ["-", "-"])] for label, rate in results["events_per_s"].items()]
     return "\n".join([
-        "## Ordering unit throughput",
-        "",
-        f"{results['date']}. {common.machine_line(results['machine'])}",
+        *common.report_head("## Ordering unit throughput", results),
         f"Command: `{results['command']}`: {config['events']:,} events over {config['streams']} streams at 200 Hz, "
         f"{config['disorder']:.0%} back-dated by up to 20 ms, batches of {config['batch']} per stream in round "
         f"robin; medians of {config['reps']} runs. Ratio unit / baseline: {results['ratio_unit_vs_baseline']:.2f}.",

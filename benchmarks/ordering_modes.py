@@ -311,11 +311,8 @@ def run(args: argparse.Namespace) -> int:
     summary = {**common.run_header("ordering-modes"),
                "modes": {mode: summarize(rs, windows) for mode, rs in runs.items()}}
     summary["runs"] = {mode: [r.as_dict() for r in rs] for mode, rs in runs.items()}
-    print(json.dumps(summary, indent=1, default=str))
-    if args.write:
-        series = {mode: kseries(median_run(rs)) for mode, rs in runs.items()}
-        common.write_report(args.write, SECTION, report(summary, machine, args, reps),
-                            lambda png: plot(series, windows, png))
+    common.publish(summary, args.write, SECTION, lambda: report(summary, machine, args, reps),
+                   lambda png: plot({mode: kseries(median_run(rs)) for mode, rs in runs.items()}, windows, png))
     return 0
 
 

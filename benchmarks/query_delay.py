@@ -166,12 +166,10 @@ def run(args: argparse.Namespace) -> int:
         data = prepare_data(args, work)
         measured = asyncio.run(measure(on_free_ports_copy(args.workflow, work), data, work))
     summary = {stream: common.summarize_ms(values) for stream, values in measured.items()}
-    print(json.dumps(summary, indent=1))
-    if args.write:
-        from benchmarks import plots
+    from benchmarks import plots
 
-        common.write_report(args.write, SECTION, report(summary, machine, args),
-                            lambda png: plots.query_delay(summary, png, TARGETS_MS))
+    common.publish(summary, args.write, SECTION, lambda: report(summary, machine, args),
+                   lambda png: plots.query_delay(summary, png, TARGETS_MS))
     return 0
 
 

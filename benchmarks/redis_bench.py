@@ -218,5 +218,5 @@ def run(args: argparse.Namespace) -> int:
         common.kill_leftovers()
     from benchmarks import plots
 
-    fanout.finish(summary, args, SECTION, render(summary), lambda png: plots.redis(summary, png))
+    common.publish(summary, args.write, SECTION, lambda: render(summary), lambda png: plots.redis(summary, png))
     return 0

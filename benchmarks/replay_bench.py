@@ -255,11 +255,9 @@ def run(args: argparse.Namespace) -> int:
                   f"({result['real_time_multiple']}x real time), CPU {result['cpu_total_s']:.1f} s",
                   file=sys.stderr, flush=True)
     results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    print(json.dumps(results, indent=1))
-    if args.write:
-        from benchmarks import plots
+    from benchmarks import plots
 
-        common.write_report(args.write, SECTION, report(results), lambda png: plots.replay(results, png))
+    common.publish(results, args.write, SECTION, lambda: report(results), lambda png: plots.replay(results, png))
     return 0
 
 

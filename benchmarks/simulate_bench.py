@@ -176,9 +176,7 @@ def run(args: argparse.Namespace) -> int:
 
 def report(results: dict[str, Any]) -> str:
     return "\n".join([
-        "## Unpaced `pan simulate` into one forwarder",
-        "",
-        f"{results['date']}. {common.machine_line(results['machine'])}",
+        *common.report_head("## Unpaced `pan simulate` into one forwarder", results),
         f"Command: `{results['command']}`: {results['rows']:,} rows of 42 sensors at DEBS rates into "
         f"{'one forwarder process (`pan run`)' if results['sink'] == 'forwarder' else 'a byte sink'}, "
         f"medians of {results['reps']} replays.",

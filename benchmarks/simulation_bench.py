@@ -132,9 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
 def report(results: dict[str, Any]) -> str:
     return "\n".join([
-        "## Simulation environment (issue 3)",
-        "",
-        f"{results['date']}. {common.machine_line(results['machine'], results['load_avg_at_end'])}",
+        *common.report_head("## Simulation environment (issue 3)", results),
         f"Command: `{results['command']}`. Times are wall seconds, medians over the repeats. The `pan generate` and "
         "`pan split` times include process start-up and, for Spark, the JVM start. The Python splitter is "
         "the seed prototype's method in one thread: append each line to its sensor's file, then sort "

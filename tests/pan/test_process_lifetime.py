@@ -279,15 +279,16 @@ async def test_a_child_spawned_by_a_thread_that_ended_lives_until_its_launcher_d
 
 @pytest.mark.parametrize(
     "wrapper",
-    ["benchmarks.common.Child(ARGS)", "benchmarks.runtime_bench.ChildProcess(ARGS)"],
-    ids=["common", "runtime"],
+    ["pan.processes.Child(ARGS)", "benchmarks.common.Child(ARGS)"],
+    ids=["processes", "benchmarks"],
 )
 async def test_a_benchmark_child_dies_with_the_benchmark(spawned: Spawned, wrapper: str) -> None:
-    """The benchmarks' child wrappers: a SIGKILLed benchmark leaves no child (which never watches any pipe)."""
+    """The child-process helper, as such and as the benchmarks use it: a SIGKILLed benchmark leaves no child (which
+    never watches any pipe)."""
     bench = textwrap.dedent(
         f"""
         import asyncio, sys, time
-        import benchmarks.common, benchmarks.runtime_bench
+        import benchmarks.common, pan.processes
         ARGS = [sys.executable, "-c", "print('ready', flush=True); import time; time.sleep(120)"]
 
         async def main():
