@@ -1,5 +1,5 @@
-"""Smoke tests of `pan bench fanout|redis|network|distribution|replay` in their quickest modes, and of the plots:
-structure, not numbers."""
+"""Smoke tests of every `pan bench` benchmark (its --help, and a tiny real run in its quickest mode), and of the
+plots and reports: structure, not numbers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from benchmarks import common, distribution, network, plots, pyspy, query_delay, replay_bench
+from benchmarks import cli, common, distribution, network, plots, pyspy, query_delay, replay_bench
 from pan.lifeline import shared_lifeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,8 +36,74 @@ def test_bench_group_lists_its_benchmarks() -> None:
     out = subprocess.run([sys.executable, "-m", "pan", "bench", "--help"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
     for name in ("fanout", "redis", "network", "query-delay", "distribution", "replay", "chaos", "ordering-modes",
-                 "policies"):
+                 "policies", "runtime", "ordering", "ball", "simulation", "simulate"):
         assert name in out
+
+
+@pytest.mark.parametrize("name", list(cli.BENCHMARKS))
+def test_every_benchmark_has_help(name: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "pan", "bench", name, "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: pan bench {name}")
+    assert "--write" in done.stdout or (name == "policies" and "--out" in done.stdout)  # policies writes JSON only
+
+
+def test_no_benchmark_is_a_script_of_its_own() -> None:
+    """Every benchmark runs through `pan bench`; `python -m benchmarks.X` is left to the benchmarks' own children."""
+    children = {"chaos_parts", "delay_proxy", "fanout_parts", "network_parts", "observer", "runtime_worker"}
+    scripts = {path.stem for path in (ROOT / "benchmarks").glob("*.py") if "if __name__ == " in path.read_text()}
+    assert scripts == children
+
+
+def test_ordering_tiny_writes_its_section(tmp_path: Path) -> None:
+    report = tmp_path / "ordering.md"
+    summary = bench("ordering", "--events", "8000", "--streams", "8", "--reps", "2", "--write", str(report))
+    assert summary["benchmark"] == "ordering" and summary["config"]["reps"] == 2
+    assert len(summary["events_per_s"]) == 3 and all(rate > 0 for rate in summary["events_per_s"].values())
+    assert summary["ratio_unit_vs_baseline"] > 0
+    assert "<!-- ordering-bench:start -->" in report.read_text()
+
+
+def test_ball_on_a_few_seconds_of_a_generated_match(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pan", "generate", "--minutes", "0.2", "--seed", "5", "--out",
+                    str(tmp_path / "match")], cwd=ROOT, check=True, capture_output=True, timeout=120,
+                   **shared_lifeline().spawn_options())
+    report = tmp_path / "benchmarks.md"
+    summary = bench("ball", str(tmp_path / "match"), "--seconds", "3", "--write", str(report))
+    assert list(summary["components"]) == ["active_ball", "ball_hits", "player_possession", "team_possession",
+                                           "shots"]
+    assert summary["ball_rows"] > 0 and all(c["events"] > 0 and c["per_cpu_s"] > 0
+                                            for c in summary["components"].values())
+    assert "<!-- ball-bench:start -->" in report.read_text() and "`active_ball`" in report.read_text()
+
+
+def test_simulate_into_a_forwarder_counts_every_row(tmp_path: Path) -> None:
+    report = tmp_path / "benchmarks.md"
+    summary = bench("simulate", "--rows", "5000", "--write", str(report))
+    assert summary["benchmark"] == "simulate" and summary["sink"] == "forwarder"
+    assert summary["sent"] == summary["received_by_forwarder"] == summary["rows"] > 0
+    assert summary["simulator_cpu_s"] > 0 and "<!-- simulate-bench:start -->" in report.read_text()
+
+
+@pytest.mark.slow
+def test_runtime_quick_writes_its_section(tmp_path: Path) -> None:
+    report = tmp_path / "benchmarks.md"
+    summary = bench("runtime", "--quick", "--reps", "1", "--write", str(report), timeout=300)
+    assert summary["machine"]["aiohttp"] and summary["config"]["reps"] == 1
+    assert summary["throughput"]["raw_http"]["median_tuples_per_s"] > 0
+    assert summary["latency_worker_process"]["stream_subscriber"]["samples"] > 0
+    assert summary["memory"]["filled_worker_rss_mb"] > summary["memory"]["empty_worker_rss_mb"] > 0
+    assert "<!-- runtime-bench:start -->" in report.read_text()
+
+
+@pytest.mark.slow
+def test_simulation_splits_a_short_match_both_ways(tmp_path: Path) -> None:
+    report = tmp_path / "benchmarks.md"
+    summary = bench("simulation", "--minutes", "0.2", "--reps", "1", "--write", str(report), timeout=600)
+    [size] = summary["sizes"]
+    assert size["agree"] and size["rows"] > 0 and size["spark_s"] > 0 and size["python_s"] > 0
+    assert "<!-- simulation-bench:start -->" in report.read_text()
 
 
 def test_fanout_quick_writes_its_section(tmp_path: Path) -> None:
