@@ -11,7 +11,7 @@ time (any frame on the stack: what a call costs with everything below it).
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import re
 import shutil
 import sys
@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pan.lifeline import shared_lifeline
+from benchmarks import common
 
 RATE_HZ = 100
 #: ``function (path/to/file.py:123)`` in py-spy's collapsed output.
@@ -41,26 +41,21 @@ class Recording:
     label: str
     pid: int
     out: Path
-    process: asyncio.subprocess.Process | None = None
+    recorder: common.Child | None = None
 
     async def start(self, binary: str, seconds: float) -> None:
-        self.process = await asyncio.create_subprocess_exec(
-            binary, "record", "--pid", str(self.pid), "--duration", str(max(1, round(seconds))),
-            "--rate", str(RATE_HZ), "--format", "raw", "--nonblocking", "--output", str(self.out),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-            **shared_lifeline().spawn_options(),  # dies with the benchmark, even on SIGKILL
-        )
+        self.recorder = common.Child(
+            [binary, "record", "--pid", str(self.pid), "--duration", str(max(1, round(seconds))),
+             "--rate", str(RATE_HZ), "--format", "raw", "--nonblocking", "--output", str(self.out)], ready=False)
+        await self.recorder.start()
 
     async def wait(self, timeout_s: float) -> None:
         """Wait for py-spy to write its file; a recorder that hangs is killed (its samples are lost)."""
-        if self.process is None:
+        if self.recorder is None:
             return
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self.process.wait()
-        except TimeoutError:
-            self.process.kill()
-            await self.process.wait()
+        with contextlib.suppress(TimeoutError):
+            await self.recorder.output(timeout_s)
+        await self.recorder.kill()  # reaps it; SIGKILL only if it is still running
 
 
 def frame_name(frame: str) -> str:
