@@ -3,6 +3,10 @@
 A benchmark module exposes ``HELP``, ``add_arguments(parser)`` and
 ``run(args) -> int`` and keeps its top-level imports light (``pan`` imports
 this module on every start).  Adding a benchmark = one line in ``BENCHMARKS``.
+It reports through ``benchmarks.common`` (``run_header``, ``publish``) and starts
+its processes as ``common.Child``.  Helper processes of a benchmark run as
+``python -m benchmarks.X`` (``*_parts``, ``runtime_worker``, ``observer``,
+``delay_proxy``); no benchmark is a script of its own.
 """
 
 from __future__ import annotations

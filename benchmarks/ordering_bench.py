@@ -15,10 +15,12 @@ import random
 import sys
 import time
 from heapq import heappop, heappush
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import common
-from pan.ordering import OrderingSettings, OrderingUnit
+
+if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module on start
+    from pan.ordering import OrderingSettings, OrderingUnit
 
 HELP = "events/s of one ordering unit through the batch API against a per-event heapq K-slack loop"
 SECTION = "ordering-bench"
@@ -49,6 +51,8 @@ def make_input(n_events: int, n_streams: int, batch: int, disorder: float, seed:
 
 
 def run_unit(streams, batches, settings: OrderingSettings) -> tuple[float, int, OrderingUnit]:
+    from pan.ordering import OrderingUnit
+
     unit = OrderingUnit(settings, streams)
     n = 0
     t0 = time.perf_counter()
@@ -91,6 +95,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pan.ordering import OrderingSettings
+
     streams, batches = make_input(args.events, args.streams, args.batch, args.disorder)
     total = sum(len(b) for _s, b in batches)
     print(f"{total} events, {args.streams} streams, batches of {args.batch}, {args.disorder:.0%} out of order",
