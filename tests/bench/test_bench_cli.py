@@ -32,6 +32,7 @@ POINT_KEYS = {"clients", "delivered_per_s", "p50_ms", "p99_ms", "client_p99_wors
               "demand_fraction", "missed"}
 
 
+@pytest.mark.process
 def test_bench_group_lists_its_benchmarks() -> None:
     out = subprocess.run([sys.executable, "-m", "pan", "bench", "--help"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
@@ -40,6 +41,7 @@ def test_bench_group_lists_its_benchmarks() -> None:
         assert name in out
 
 
+@pytest.mark.process
 def test_fanout_quick_writes_its_section(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
     report.write_text("# Benchmarks\n\n<!-- other:start -->\nkept\n<!-- other:end -->\n")
@@ -53,6 +55,7 @@ def test_fanout_quick_writes_its_section(tmp_path: Path) -> None:
     assert is_png(tmp_path / "img" / "fanout-bench.png") and "](img/fanout-bench.png)" in text
 
 
+@pytest.mark.process
 def test_redis_quick_compares_in_one_run() -> None:
     summary = bench("redis", "--quick", timeout=300)
     if "skipped" in summary:
