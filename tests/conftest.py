@@ -29,13 +29,24 @@ ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 
 
+pytest_plugins = ["tests.support.processes"]
+
+#: Fixtures that start OS processes: every test using one is a `process` test.
+PROCESS_FIXTURES = {"spark", "processes"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The quick suite leaves out slow tests and tests that start OS processes."""
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.process)
     if os.environ.get("CI") == "true" or os.environ.get("PAN_SLOW") == "1":
         return
-    skip = pytest.mark.skip(reason="slow: runs when CI=true or PAN_SLOW=1")
     for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+        for mark in ("slow", "process"):
+            if mark in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=f"{mark}: runs when CI=true or PAN_SLOW=1"))
+                break
 
 
 async def get_json(url: str, **params: Any) -> tuple[int, Any]:

@@ -32,6 +32,7 @@ POINT_KEYS = {"clients", "delivered_per_s", "p50_ms", "p99_ms", "client_p99_wors
               "demand_fraction", "missed"}
 
 
+@pytest.mark.process
 def test_bench_group_lists_its_benchmarks() -> None:
     out = subprocess.run([sys.executable, "-m", "pan", "bench", "--help"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
@@ -40,6 +41,7 @@ def test_bench_group_lists_its_benchmarks() -> None:
         assert name in out
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("name", list(cli.BENCHMARKS))
 def test_every_benchmark_has_help(name: str) -> None:
     done = subprocess.run([sys.executable, "-m", "pan", "bench", name, "--help"], cwd=ROOT, capture_output=True,
@@ -56,6 +58,7 @@ def test_no_benchmark_is_a_script_of_its_own() -> None:
     assert scripts == children
 
 
+@pytest.mark.process
 def test_ordering_tiny_writes_its_section(tmp_path: Path) -> None:
     report = tmp_path / "ordering.md"
     summary = bench("ordering", "--events", "8000", "--streams", "8", "--reps", "2", "--write", str(report))
@@ -65,6 +68,7 @@ def test_ordering_tiny_writes_its_section(tmp_path: Path) -> None:
     assert "<!-- ordering-bench:start -->" in report.read_text()
 
 
+@pytest.mark.process
 def test_ball_on_a_few_seconds_of_a_generated_match(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "pan", "generate", "--minutes", "0.2", "--seed", "5", "--out",
                     str(tmp_path / "match")], cwd=ROOT, check=True, capture_output=True, timeout=120,
@@ -78,6 +82,7 @@ def test_ball_on_a_few_seconds_of_a_generated_match(tmp_path: Path) -> None:
     assert "<!-- ball-bench:start -->" in report.read_text() and "`active_ball`" in report.read_text()
 
 
+@pytest.mark.process
 def test_simulate_into_a_forwarder_counts_every_row(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
     summary = bench("simulate", "--rows", "5000", "--write", str(report))
@@ -106,6 +111,7 @@ def test_simulation_splits_a_short_match_both_ways(tmp_path: Path) -> None:
     assert "<!-- simulation-bench:start -->" in report.read_text()
 
 
+@pytest.mark.process
 def test_fanout_quick_writes_its_section(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
     report.write_text("# Benchmarks\n\n<!-- other:start -->\nkept\n<!-- other:end -->\n")
@@ -119,6 +125,7 @@ def test_fanout_quick_writes_its_section(tmp_path: Path) -> None:
     assert is_png(tmp_path / "img" / "fanout-bench.png") and "](img/fanout-bench.png)" in text
 
 
+@pytest.mark.process
 def test_redis_quick_compares_in_one_run() -> None:
     summary = bench("redis", "--quick", timeout=300)
     if "skipped" in summary:

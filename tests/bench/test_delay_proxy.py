@@ -130,6 +130,7 @@ async def test_target_down_closes_client_and_proxy_survives(echo_port: int) -> N
         assert await round_trip(proxy.port, b"hello") < 5
 
 
+@pytest.mark.process
 def test_cli_runs_and_stops() -> None:
     port = free_port()
     proc = subprocess.Popen(

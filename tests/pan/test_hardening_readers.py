@@ -173,6 +173,7 @@ async def assert_repeater_alive_and_idle(proc: subprocess.Popen[bytes], url: str
     assert proc.returncode == 0
 
 
+@pytest.mark.process
 async def test_repeater_started_after_the_forwarder_passed_index_1000(
     repository: RepositoryServer, workers: WorkerGroup, processes: Processes
 ) -> None:
@@ -194,6 +195,7 @@ async def test_repeater_started_after_the_forwarder_passed_index_1000(
     await assert_repeater_alive_and_idle(proc, url)
 
 
+@pytest.mark.process
 async def test_repeater_paused_while_the_forwarder_overwrote_1000_tuples_beyond_it(
     repository: RepositoryServer, workers: WorkerGroup, processes: Processes
 ) -> None:
@@ -415,6 +417,7 @@ def test_good_repository_addresses() -> None:
     assert parse_address("repo.example.org:80") == ("repo.example.org", 80)
 
 
+@pytest.mark.process
 def test_pan_subscribe_refuses_a_bad_repository_address() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pan", "subscribe", "S", "--repository", "127.0.0.1:80/admin?x=1#:80"],
@@ -510,6 +513,7 @@ async def pan_subscribe(*args: str) -> asyncio.subprocess.Process:
     )
 
 
+@pytest.mark.process
 async def test_pan_subscribe_writes_a_gap_line_where_a_pause_lost_tuples(
     repository: RepositoryServer, workers: WorkerGroup
 ) -> None:
@@ -537,6 +541,7 @@ async def test_pan_subscribe_writes_a_gap_line_where_a_pause_lost_tuples(
     assert shape(out) == [*tuples(0, 29), {"gap": {"from": 30, "to": 279}}, *tuples(280, 329)]
 
 
+@pytest.mark.process
 async def test_pan_subscribe_gaps_skip_omits_the_gap_lines(repository: RepositoryServer, workers: WorkerGroup) -> None:
     (producer,) = await workers.start(make_workflow(repository.port, [forwarder("F", ["S"], buffer_size=50)]))
     append(producer, "S", 100)

@@ -32,6 +32,8 @@ from tests.conftest import (
     workflow_dict,
 )
 
+pytestmark = pytest.mark.process  # every test here starts OS processes
+
 REFRESH_MS = 400
 STREAMS = ["SENSOR4", "SENSOR47"]
 

@@ -151,6 +151,7 @@ STOPS = {  # how pan run is stopped -> (signal, to its whole process group?, exi
 }
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("how", list(STOPS))
 async def test_pan_run_stopped_in_any_way_leaves_no_child_and_no_port(
     spawned: Spawned, tmp_path: Path, how: str
@@ -233,6 +234,7 @@ async def read_child(launcher: asyncio.subprocess.Process, spawned: Spawned) -> 
     return child
 
 
+@pytest.mark.process
 async def test_a_child_whose_launcher_died_before_it_started_stops_at_once(spawned: Spawned) -> None:
     """The race the pipe and the pid check close, without the parent-death signal (spawned off the main thread)."""
     launcher = await run_launcher(
@@ -254,6 +256,7 @@ async def test_a_child_whose_launcher_died_before_it_started_stops_at_once(spawn
     await wait_everything_gone([child], [])
 
 
+@pytest.mark.process
 async def test_a_child_spawned_by_a_thread_that_ended_lives_until_its_launcher_dies(spawned: Spawned) -> None:
     """PR_SET_PDEATHSIG fires when the parent *thread* exits: it must not be armed for such a child."""
     launcher = await run_launcher(
@@ -277,6 +280,7 @@ async def test_a_child_spawned_by_a_thread_that_ended_lives_until_its_launcher_d
     await wait_everything_gone([child], [])
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "wrapper",
     ["pan.processes.Child(ARGS)", "benchmarks.common.Child(ARGS)"],

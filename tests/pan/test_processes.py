@@ -14,6 +14,8 @@ from pan import processes
 from pan.processes import Child
 from tests.conftest import wait_until
 
+pytestmark = pytest.mark.process
+
 READY = "import sys, time; print('ready', flush=True); print('oops', file=sys.stderr, flush=True); time.sleep(120)"
 #: Ignores SIGTERM: only the SIGKILL after the grace period ends it.
 STUBBORN = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "

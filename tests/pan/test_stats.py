@@ -42,6 +42,7 @@ UNIT1 = [
 ]
 
 
+@pytest.mark.process
 def test_every_statistic_of_a_hand_made_log(spark: Any, tmp_path: Path) -> None:
     write_log(tmp_path / "logs" / "unit1.csv", UNIT1)
     profile = delay_profile(spark, tmp_path / "logs")
@@ -106,6 +107,7 @@ def test_clock_option_measures_others_at_the_next_clock_event(spark: Any, three_
     assert replay_k(UNIT_F1, settings) == 15 and replay_k(UNIT_F2, settings) == 20
 
 
+@pytest.mark.process
 def test_malformed_lines_are_counted_not_fatal(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                                ) -> None:
     rows = ["1000,A,100", "garbage", "1,2", "x,A,5", "2000,,7", "", "2000,A,90", "3000,B,95", "4000,A"]
@@ -120,6 +122,7 @@ def test_malformed_lines_are_counted_not_fatal(spark: Any, tmp_path: Path, capsy
     assert profile["streams"]["A"]["max_ps"] == 10 and profile["streams"]["B"]["max_ps"] == 5
 
 
+@pytest.mark.process
 def test_no_logs_is_a_clear_error(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
     out = str(tmp_path / "p.json")
@@ -168,6 +171,7 @@ async def feed(producer: Any, seconds: float, delay_ms: int, step_ms: int = 2) -
         await asyncio.sleep(0.002)
 
 
+@pytest.mark.process
 async def test_learnt_delays_become_the_initial_k_of_a_new_unit(
     spark: Any, repository: RepositoryServer, workers: WorkerGroup, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

@@ -29,6 +29,8 @@ from simulator.debs import (
 )
 from simulator.match import make_sessions
 
+pytestmark = pytest.mark.process  # every test here starts OS processes
+
 SEED = 11
 MINUTES = 2.5
 LEAD_PS = 5 * 10**12

@@ -55,6 +55,7 @@ async def test_receiver_takes_csv_and_json_lines_and_counts_bad_ones() -> None:
         await receiver.stop()
 
 
+@pytest.mark.process
 async def test_cli_prints_json_lines() -> None:
     port = free_port()
     proc = await asyncio.create_subprocess_exec(

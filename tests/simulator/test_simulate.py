@@ -294,6 +294,7 @@ async def test_wtt_aligns_two_simulators_with_skewed_clocks(recorder: Recorder, 
     assert abs(first[b"13"] - first[b"14"]) < 50_000_000  # same moment, despite the 20 s skew
 
 
+@pytest.mark.process
 async def test_cli_prints_json_summary(fwd: tuple[Worker, Workflow], tmp_path: Path) -> None:
     worker, workflow = fwd
     data = small_match(tmp_path / "split", seconds=0.5)
@@ -314,6 +315,7 @@ async def test_cli_prints_json_summary(fwd: tuple[Worker, Workflow], tmp_path: P
     await wait_until(lambda: worker.component.counters()["rows"] == 1252)
 
 
+@pytest.mark.process
 async def test_cli_rejects_bad_arguments(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pan", "simulate", "--workflow", str(tmp_path / "missing.json"), "--data",
@@ -367,6 +369,7 @@ async def test_all_sensors_60_s_at_speedup_10_arrive_once_in_order(processes, tm
             assert got == want, stream
 
 
+@pytest.mark.process
 def test_replay_cli_on_free_ports_records_every_row(tmp_path: Path) -> None:
     """`pan replay --free-ports` moves the shipped workflow off its fixed ports and records everything."""
     import subprocess

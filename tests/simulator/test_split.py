@@ -17,6 +17,8 @@ import pytest
 from pan.cli import main
 from pan.spark import SparkUnavailable, get_session, java_major_version
 
+pytestmark = pytest.mark.process  # every test here starts OS processes
+
 MALFORMED = [
     "garbage",
     "1,2,3",

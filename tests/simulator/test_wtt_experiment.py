@@ -85,6 +85,7 @@ def summary(tmp: Path, log_name: str) -> dict[str, Any]:
     return json.loads(text[text.index("\n{\n") + 1 :] if not text.startswith("{") else text)
 
 
+@pytest.mark.process
 async def test_two_simulators_20_s_apart_without_and_with_wtt(
     processes: Processes, receiver: DebugReceiver, tmp_path: Path
 ) -> None:

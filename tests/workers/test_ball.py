@@ -138,12 +138,14 @@ def match() -> ballgame.Match:
     return ballgame.match(3, 2)
 
 
+@pytest.mark.process
 def test_active_ball_at_every_kick_is_the_kicked_ball(match: ballgame.Match) -> None:
     active = match.active
     index = {int(ts): int(sid) for sid, ts in active[:, :2]}
     assert all(index.get(ts) == b for ts, _p, b in match.kicks)
 
 
+@pytest.mark.process
 def test_active_rows_are_inside_except_one_exit_row_per_exit(match: ballgame.Match) -> None:
     active = match.active
     inside = (active[:, 2] >= debs.X_MIN) & (active[:, 2] <= debs.X_MAX)
@@ -157,6 +159,7 @@ def test_active_rows_are_inside_except_one_exit_row_per_exit(match: ballgame.Mat
             assert active[i + 1, 1] - active[i, 1] > 1000 * debs.PS_PER_MS
 
 
+@pytest.mark.process
 def test_active_ball_determinism_under_jitter(match: ballgame.Match) -> None:
     sample = match.sample
     # 20 s: the ball leaves the pitch and play restarts

@@ -225,6 +225,7 @@ def match(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return load_match(tmp_path_factory)
 
 
+@pytest.mark.process
 def test_generated_match(match: dict[str, Any]) -> None:
     players = ["A1", "A5", "B7"]
     samples = merged(match["player_streams"], players)
