@@ -60,7 +60,9 @@ def busy_s(report: dict[str, Any]) -> float:
 @contextlib.contextmanager
 def hogs(n: int):  # type: ignore[no-untyped-def]
     """``n`` busy-loop processes on every core of this machine, ended (by pid) on exit."""
-    procs = [subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True) for _ in range(n)]
+    procs = [subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True,
+                              **shared_lifeline().spawn_options())  # parent-death signal: a killed pytest ends them
+             for _ in range(n)]
     try:
         cores = os.sched_getaffinity(0)
         for p in procs:
