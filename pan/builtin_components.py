@@ -7,7 +7,8 @@ from typing import Any
 
 from pan.catalog import register
 from pan.component import Component
-from pan.ingest import END_OF_STREAM, INGEST_PARAMS, IngestServer, Row, encode_sensor_row, parse_ingest_params
+from pan.ingest import INGEST_PARAMS, IngestServer, Row, encode_sensor_row, parse_ingest_params
+from pan.progress import StreamProgress
 from pan.specs import WorkerSpec
 from pan.streams import InputStream, OutputStream, encode
 
@@ -54,15 +55,15 @@ class Forwarder(Component):
         """
         for stream, ts in promises.items():
             output = self.ctx.outputs[stream]
-            current = output.meta.get("wm")
-            if not isinstance(current, int) or ts > current:
-                output.update_meta({"wm": ts})
+            current = output.progress.wm
+            if current is None or ts > current:
+                output.publish(StreamProgress(wm=ts))
 
     def _deliver(self, batches: dict[str, list[Row]]) -> None:
         for stream, rows in batches.items():
             output = self.ctx.outputs[stream]
-            if output.meta.get("wm") == END_OF_STREAM:
-                output.meta.pop("wm")  # the stream goes on after its end after all
+            if output.progress.ended:
+                output.reopen()  # the stream goes on after its end after all
             start = output.next_index
             output.extend_encoded(
                 [
@@ -118,9 +119,9 @@ class Repeater(Component):
         source.read_from_start()
         while True:
             if generation != source.generation:  # the original producer restarted
-                target.reset(source.meta)
+                target.reset(source.progress)
                 position, generation = -1, source.generation
-            target.update_meta(source.meta)  # epoch and K notices pass through unchanged
+            target.publish(source.progress)  # epoch and K notices pass through unchanged
             page = source.buffer.read(position, oldest=REPEAT_BATCH)
             if not page.items:
                 await source.buffer.wait_beyond(position, IDLE_WAIT_S, meta=True)

@@ -34,6 +34,7 @@ import orjson
 import yarl
 
 from pan.local import DataFunction, LocalPublishers
+from pan.progress import EMPTY, StreamProgress
 from pan.ratelimit import RateLimitedLog
 from pan.web import BadRequest, NotFound, is_host
 
@@ -74,7 +75,7 @@ class Fetch:
     tuples: list[Tuple]
     missed: int = 0
     reset: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
+    progress: StreamProgress = EMPTY
     #: Runs of missed indices (first, last), in order; each ends right before a tuple of this fetch.
     gaps: list[tuple[int, int]] = field(default_factory=list)
     #: Why the reset policy was applied (with ``reset``).
@@ -200,7 +201,7 @@ class StreamSubscriber:
         self.stats = SubscriberStats()
         self.source: Source | None = None
         self.epoch: str | None = None
-        self.meta: dict[str, Any] = {}
+        self.progress = EMPTY  # the publisher's ``meta`` in its latest answer
         self._start = start
         self.position = start if isinstance(start, int) else -1
         self._positioned = isinstance(start, int) or start == "earliest"
@@ -324,14 +325,14 @@ class StreamSubscriber:
             raise SubscriberError(f"{source.endpoint} rejected the fetch: {exc.message}") from None
 
     def _apply(self, answer: dict[str, Any]) -> Fetch:
-        meta = answer.get("meta") or {}
-        self.meta = meta
-        epoch = meta.get("epoch")
+        progress = StreamProgress.from_json(answer.get("meta"))
+        self.progress = progress
+        epoch = progress.epoch
         last = answer.get("last", -1)
         self.upstream_last = last
         if not self._positioned:  # start=latest: begin after the newest tuple
             self.position, self.epoch, self._positioned = last, epoch, True
-            return Fetch([], meta=meta)
+            return Fetch([], progress=progress)
         if self.epoch is not None and epoch is not None and epoch != self.epoch:
             self.epoch = epoch
             return self._reset(f"producer restarted (epoch {epoch})", last)
@@ -343,7 +344,7 @@ class StreamSubscriber:
             self._lagging += 1
             if self._lagging >= LAGGING_FETCHES_BEFORE_SWITCH:
                 self._drop_source(f"repeater lags behind position {self.position} (last {last})")
-            return Fetch([], meta=meta)
+            return Fetch([], progress=progress)
         self._lagging = 0
         tuples: list[Tuple] = answer.get("tuples") or []
         missed = 0
@@ -357,7 +358,7 @@ class StreamSubscriber:
             self.stats.missed += missed
             log.warning("%s: %d tuples missed before index %d", self.stream, missed, self.position)
         self.stats.received += len(tuples)
-        return Fetch(tuples, missed=missed, meta=meta, gaps=gaps)
+        return Fetch(tuples, missed=missed, progress=progress, gaps=gaps)
 
     def _filter(self, page: list[Tuple]) -> tuple[list[Tuple], list[tuple[int, int]]]:
         """Drop what was already delivered; index jumps become gaps (first and last missed index)."""
@@ -378,7 +379,7 @@ class StreamSubscriber:
         self.stats.resets += 1
         self.position = -1 if self.reset_policy == "earliest" else last
         log.warning("%s: %s; reset to %s (position %d)", self.stream, why, self.reset_policy, self.position)
-        return Fetch([], reset=True, meta=self.meta, reset_reason=why)
+        return Fetch([], reset=True, progress=self.progress, reset_reason=why)
 
     # --- publisher lookup ---------------------------------------------------------
 

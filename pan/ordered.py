@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import time
 from pathlib import Path
@@ -155,8 +156,8 @@ class OrderedComponent(Component):
             caught_up = []
             for name in dirty:
                 stream = self.ctx.inputs[name]
-                upstream_k = stream.meta.get("k")
-                if isinstance(upstream_k, int):
+                upstream_k = stream.progress.k
+                if upstream_k is not None:
                     self.unit.notice_upstream_k(name, upstream_k)
                 if generations[name] != stream.generation:
                     positions[name], generations[name] = -1, stream.generation
@@ -183,8 +184,8 @@ class OrderedComponent(Component):
             # data of every input, so that a promise does not release what another input just brought.
             for name in caught_up:
                 stream = self.ctx.inputs[name]
-                upstream_wm = stream.meta.get("wm")
-                if isinstance(upstream_wm, int) and not stream.behind and positions[name] >= stream.buffer.last:
+                upstream_wm = stream.progress.wm
+                if upstream_wm is not None and not stream.behind and positions[name] >= stream.buffer.last:
                     self._handle(self.unit.promise(name, upstream_wm))
             now = time.monotonic()
             if now >= next_check:
@@ -240,14 +241,14 @@ class OrderedComponent(Component):
         if not force and not k_grew and now - self._meta_at < META_INTERVAL_S:
             return  # many outputs x many releases: refreshing meta every time costs more than the work
         self._meta_at, self._published_k = now, self.unit.k
-        meta = self.unit.meta()
+        progress = self.unit.progress()
         ended = self.unit.ended  # every input ended and everything is processed: so do the outputs
         for name, output in self.ctx.outputs.items():
             if ended:
-                meta["wm"] = END_OF_STREAM
+                progress = dataclasses.replace(progress, wm=END_OF_STREAM)
             elif limit is not None:
-                meta["wm"] = self.watermark(name, limit)
-            output.update_meta(meta)
+                progress = dataclasses.replace(progress, wm=self.watermark(name, limit))
+            output.publish(progress)
 
     def on_release_point(self, limit: int) -> None:
         """Every input event with ``ts <= limit`` has been processed (called after each release, before the

@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_S = 60.0
 QUIET_S = 6.0  # no tuple and no watermark moved this long after the data ended = done (outputs that never end)
-END_OF_STREAM = 2**62  # a ``wm`` this large: the stream has ended (pan.ordering.END_OF_STREAM)
 #: How long after the feed outputs may keep changing (s). Waiting for streams to end (``until_ended``) is
 #: a safety net against a stuck run: a loaded machine can take many minutes to drain a long feed. Without
 #: it, streams that never end keep their watermarks moving, so this is what stops the recording.
@@ -118,13 +117,13 @@ class Recorder:
 
     def progress(self) -> tuple[int, tuple[Any, ...]]:
         """Tuples recorded and every stream's watermark: anything moving means the run goes on."""
-        return self.total(), tuple(sub.meta.get("wm") for sub in self.subscribers.values())
+        return self.total(), tuple(sub.progress.wm for sub in self.subscribers.values())
 
     def not_ended(self) -> list[str]:
         """The streams that have not ended, or not been recorded up to their producer's last tuple."""
         return [
             stream for stream, sub in self.subscribers.items()
-            if sub.meta.get("wm") != END_OF_STREAM or sub.position < sub.upstream_last
+            if not sub.progress.ended or sub.position < sub.upstream_last
         ]
 
     async def stop(self) -> None:
@@ -234,7 +233,7 @@ async def _wait_until_quiet(recorder: Recorder, quiet_s: float, until_ended: boo
         now, clock = recorder.progress(), time.monotonic()
         if now != last:
             last, last_change = now, clock
-        ending = [s for s in open_streams if until_ended and recorder.subscribers[s].meta.get("wm") is not None]
+        ending = [s for s in open_streams if until_ended and recorder.subscribers[s].progress.wm is not None]
         if not ending and clock - last_change >= quiet_s:
             log.info("nothing moved for %.0f s; %d streams never ended (e.g. %s)",
                      quiet_s, len(open_streams), ", ".join(open_streams[:5]))

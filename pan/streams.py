@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from pan.progress import EMPTY, StreamProgress
 from pan.ringbuffer import RingBuffer
 
 DEFAULT_BUFFER_SIZE = 10_000
@@ -49,16 +50,6 @@ WM_POKE_INTERVAL_S = 0.005  # a moving watermark wakes (meta-waiting) long polls
 WM_QUIET_S = 0.01  # and only once the stream has appended nothing for this long: busy streams carry wm in their data
 
 
-def _k_grew(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    k = new.get("k")
-    return isinstance(k, int) and k > (old.get("k") or 0)
-
-
-def _wm_moved(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    wm = new.get("wm")
-    return isinstance(wm, int) and wm > (old.get("wm") or -(2**63))
-
-
 def _within_page_bytes(items: list[bytes]) -> list[bytes]:
     """The oldest items of a page that fit ``PAGE_BYTES`` (at least one): the reader asks again for the rest.
 
@@ -80,7 +71,7 @@ class OutputStream:
         self,
         name: str,
         capacity: int = DEFAULT_BUFFER_SIZE,
-        meta: dict[str, Any] | None = None,
+        progress: StreamProgress = EMPTY,
         byte_budget: int = DEFAULT_BUFFER_BYTES,
     ):
         self.name = name
@@ -97,7 +88,8 @@ class OutputStream:
         # this table is forgotten as the ring overwrites or the budget drops tuples.
         self._sizes: list[int] = []
         self._sizes_start = 0
-        self.meta: dict[str, Any] = dict(meta or {})
+        self.progress = progress  # what every /data answer says in ``meta``
+        self._progress_json = orjson.dumps(progress.to_json())
         self.appended = 0
         self.served_tuples = 0
         self.requests = 0
@@ -230,20 +222,20 @@ class OutputStream:
         if len(self.buffer) <= self.base_capacity:
             self.buffer.resize(self.base_capacity)
 
-    def update_meta(self, meta: dict[str, Any]) -> None:
-        """Merge producer information and wake long polls when downstream must hear it now.
+    def publish(self, progress: StreamProgress) -> None:
+        """Merge what ``progress`` states and wake long polls when downstream must hear it now.
 
         A grown K must travel before the late events it announces; a moved
         watermark (``wm``) lets downstream units advance past a quiet stream.
         A stream that is appending needs no watermark pokes: every answer
-        carries the current meta, and each poke costs every meta-waiting
+        carries the current progress, and each poke costs every meta-waiting
         subscriber a round trip.
         """
-        grew = _k_grew(self.meta, meta)
-        moved = _wm_moved(self.meta, meta)
-        self.meta.update(meta)
+        grew = progress.k_grew_from(self.progress)
+        moved = progress.wm_moved_from(self.progress)
+        self._set_progress(self.progress.merged(progress))
         now = time.monotonic()
-        if self.appended != self._appended_seen:  # data went out: it carried the meta with it
+        if self.appended != self._appended_seen:  # data went out: it carried the progress with it
             self._appended_seen, self._data_at = self.appended, now
         if grew:
             self.buffer.poke()
@@ -251,12 +243,20 @@ class OutputStream:
             self._wm_poked_at = now
             self.buffer.poke()
 
-    def reset(self, meta: dict[str, Any]) -> None:
+    def reopen(self) -> None:
+        """Withdraw the watermark without waking anyone: the stream goes on after its end after all."""
+        self._set_progress(self.progress.without_watermark())
+
+    def _set_progress(self, progress: StreamProgress) -> None:
+        self.progress = progress
+        self._progress_json = orjson.dumps(progress.to_json())
+
+    def reset(self, progress: StreamProgress) -> None:
         """Start over with new indices, e.g. because the original producer restarted."""
         self.buffer.reset(0)
         self._sizes.clear()
         self._sizes_start = self.held_bytes = 0
-        self.meta = dict(meta)
+        self._set_progress(progress)
 
     def render(self, after: int, *, oldest: int | None, latest: int | None) -> bytes:
         """The `/data` answer body, built from pre-encoded tuples."""
@@ -273,7 +273,7 @@ class OutputStream:
                 b',"tuples":[',
                 b",".join(items),
                 b'],"first":%d,"last":%d,"missed":%d,"meta":' % (page.first, page.last, page.missed),
-                orjson.dumps(self.meta),
+                self._progress_json,
                 b"}",
             )
         )
@@ -292,7 +292,7 @@ class OutputStream:
             "appended": self.appended,
             "requests": self.requests,
             "served_tuples": self.served_tuples,
-            "meta": self.meta,
+            "meta": self.progress.to_json(),
         }
 
 
@@ -313,7 +313,7 @@ class InputStream:
 
     name: str
     buffer: RingBuffer[Tuple]
-    meta: dict[str, Any] = field(default_factory=dict)
+    progress: StreamProgress = EMPTY
     source: dict[str, Any] | None = None
     counters: InputCounters = field(default_factory=InputCounters)
     generation: int = 0  # bumped on every reset so readers can re-position
@@ -331,11 +331,11 @@ class InputStream:
         """The publisher holds tuples this worker has not received yet."""
         return self.upstream_last > self.buffer.last
 
-    def set_meta(self, meta: dict[str, Any]) -> None:
-        """The upstream meta of the latest fetch; a grown K or moved watermark wakes readers."""
-        grew = _k_grew(self.meta, meta)
-        moved = _wm_moved(self.meta, meta)
-        self.meta = meta
+    def set_progress(self, progress: StreamProgress) -> None:
+        """The upstream progress of the latest fetch; a grown K or moved watermark wakes readers."""
+        grew = progress.k_grew_from(self.progress)
+        moved = progress.wm_moved_from(self.progress)
+        self.progress = progress
         if grew or moved:
             self.buffer.poke()  # a repeater waiting on this buffer passes the news on
             self._notify()
@@ -399,5 +399,5 @@ class InputStream:
             "waits_for_reader": self.counters.waits_for_reader,
             "decode_errors": self.counters.decode_errors,
             "bad_sources": self.counters.bad_sources,
-            "meta": self.meta,
+            "meta": self.progress.to_json(),
         }

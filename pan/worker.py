@@ -31,6 +31,7 @@ from pan.client import StreamSubscriber
 from pan.component import Component, ComponentContext
 from pan.local import LocalPublishers
 from pan.metrics import MetricsText
+from pan.progress import EMPTY, StreamProgress
 from pan.ringbuffer import RingBuffer
 from pan.specs import RepositorySpec, WorkerSpec
 from pan.streams import InputStream, OutputStream
@@ -77,9 +78,9 @@ class Worker:
         self.log = logging.getLogger(f"pan.worker.{spec.name}")
         self.level = component_type.repeater_level(spec)
         self.rep = component_type.repeats
-        producer_meta: dict[str, Any] = {} if self.rep else {"epoch": self.epoch}
+        producer = EMPTY if self.rep else StreamProgress(epoch=self.epoch)  # a repeater passes its source's on
         self.outputs = {
-            name: OutputStream(name, spec.buffer_size, producer_meta, spec.buffer_bytes)
+            name: OutputStream(name, spec.buffer_size, producer, spec.buffer_bytes)
             for name in component_type.output_names(spec)
         }
         # Input buffers are not sized by ``buffer_size`` (which is for outputs): a component that
@@ -219,7 +220,7 @@ class Worker:
             await stream.wait_for_room(PULL_PAGE)  # a slow component holds the pull; nothing is overwritten
             fetch = await subscriber.fetch()
             stream.upstream_last = subscriber.upstream_last
-            stream.set_meta(fetch.meta)
+            stream.set_progress(fetch.progress)
             stream.source = (
                 None
                 if subscriber.source is None

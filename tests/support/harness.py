@@ -13,6 +13,7 @@ import orjson
 
 from pan.catalog import get_component_type
 from pan.component import Component, ComponentContext
+from pan.progress import StreamProgress
 from pan.ringbuffer import RingBuffer
 from pan.specs import WorkerSpec, WorkflowError
 from pan.streams import InputStream, OutputStream
@@ -33,7 +34,9 @@ def build_component(
     ctx = ComponentContext(
         spec=spec,
         inputs={n: InputStream(n, RingBuffer(buffer_size)) for n in component_type.input_names(spec)},
-        outputs={n: OutputStream(n, buffer_size, {"epoch": "test"}) for n in component_type.output_names(spec)},
+        outputs={
+            n: OutputStream(n, buffer_size, StreamProgress(epoch="test")) for n in component_type.output_names(spec)
+        },
         log=logging.getLogger(spec.name),
     )
     return component_type(ctx)
