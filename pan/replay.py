@@ -35,7 +35,7 @@ import orjson
 from pan.catalog import get_component_type
 from pan.client import StreamSubscriber
 from pan.lifeline import Lifeline
-from pan.repository import list_streams
+from pan.repository_client import RepositoryClient
 from pan.specs import Workflow
 
 log = logging.getLogger(__name__)
@@ -139,16 +139,8 @@ class Recorder:
 
 
 async def _wait_for_producers(workflow: Workflow, streams: list[str]) -> None:
-    repo = workflow.repository
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError):
-                known = await list_streams(session, repo.host, repo.port, timeout_s=2)
-                if all(any(not p["rep"] for p in known.get(s, [])) for s in streams):
-                    return
-            await asyncio.sleep(0.2)
-    raise RuntimeError(f"the workflow's producers did not all register within {STARTUP_TIMEOUT_S:.0f} s")
+    async with RepositoryClient((workflow.repository.host, workflow.repository.port)) as repository:
+        await repository.wait_for_publishers(streams, STARTUP_TIMEOUT_S, producers=1)
 
 
 async def replay(

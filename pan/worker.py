@@ -23,7 +23,6 @@ import uuid
 from typing import Any
 
 import aiohttp
-import orjson
 from aiohttp import web
 
 from pan.catalog import get_component_type
@@ -32,6 +31,7 @@ from pan.component import Component, ComponentContext
 from pan.local import LocalPublishers
 from pan.metrics import MetricsText
 from pan.progress import EMPTY, StreamProgress
+from pan.repository_client import Lease, Registration, RepositoryClient
 from pan.ringbuffer import RingBuffer
 from pan.specs import RepositorySpec, WorkerSpec
 from pan.streams import InputStream, OutputStream
@@ -96,7 +96,7 @@ class Worker:
         self.server = HttpServer(self._build_app(), spec.host, spec.port)
         self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._repository_reachable = True
+        self.lease: Lease | None = None  # the outputs' registration, once the port is known
 
     @property
     def endpoint(self) -> str:
@@ -110,11 +110,18 @@ class Worker:
         if self.local is not None:
             self.local.register(self.spec.host, self.server.port, self.serve_data)
         await self.component.start()
-        await self.publish_outputs()
+        registration = Registration(
+            tuple(self.outputs), self.spec.host, self.server.port, self.rep, self.level, 3 * self.repository.refresh_ms
+        )
+        client = RepositoryClient(
+            (self.repository.host, self.repository.port), session=self._session, timeout_s=REPOSITORY_TIMEOUT_S
+        )
+        self.lease = Lease(client, registration, self.repository.refresh_ms / 1000, self.log)
+        await self.lease.publish()
         for name, stream in self.inputs.items():
             self._spawn(self._pull(name, stream), f"pull {name}")
         self._spawn(self.component.run(), "component")
-        self._spawn(self._refresh_loop(), "refresh")
+        self._spawn(self.lease.keep(), "refresh")
         self.log.info("started %s on %s (epoch %s)", self.spec.type, self.endpoint, self.epoch)
 
     async def stop(self) -> None:
@@ -129,8 +136,9 @@ class Worker:
                 await task
         self._tasks.clear()
         await self.component.stop()
-        with contextlib.suppress(Exception):
-            await self._unpublish_outputs()
+        if self.lease is not None:
+            with contextlib.suppress(Exception):
+                await self.lease.release()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -149,54 +157,6 @@ class Worker:
     def _report_crash(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             self.log.error("task %r failed", task.get_name(), exc_info=task.exception())
-
-    # --- repository ---------------------------------------------------------------
-
-    async def publish_outputs(self) -> None:
-        """Register (or refresh) every output in one ``POST /publish``."""
-        registration = {
-            "s": list(self.outputs),
-            "h": self.spec.host,
-            "p": self.server.port,
-            "rep": self.rep,
-            "lvl": self.level,
-            "ttl": 3 * self.repository.refresh_ms,
-        }
-        reachable = await self._repository_call("publish", json=registration) if self.outputs else True
-        if reachable != self._repository_reachable:
-            log = self.log.info if reachable else self.log.warning
-            log("repository %s %s", self.repository.address, "reachable again" if reachable else "unreachable")
-        self._repository_reachable = reachable
-
-    async def _unpublish_outputs(self) -> None:
-        await asyncio.gather(
-            *(
-                self._repository_call("unpublish", params={"s": name, "h": self.spec.host, "p": str(self.server.port)})
-                for name in self.outputs
-            )
-        )
-
-    async def _repository_call(
-        self, path: str, params: dict[str, str] | None = None, json: dict[str, Any] | None = None
-    ) -> bool:
-        """GET with ``params``, or POST ``json``; False when the repository is unreachable or refuses."""
-        assert self._session is not None
-        url = f"http://{self.repository.host}:{self.repository.port}/{path}"
-        method = "GET" if json is None else "POST"
-        try:
-            async with self._session.request(
-                method, url, params=params, data=None if json is None else orjson.dumps(json),
-                timeout=aiohttp.ClientTimeout(total=REPOSITORY_TIMEOUT_S),
-            ) as response:
-                await response.read()
-                return response.status == 200
-        except (aiohttp.ClientError, TimeoutError, OSError):
-            return False
-
-    async def _refresh_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.repository.refresh_ms / 1000)
-            await self.publish_outputs()
 
     # --- data plane ---------------------------------------------------------------
 
