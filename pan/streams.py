@@ -1,4 +1,4 @@
-"""Output and input streams of a worker, each backed by a ring buffer.
+"""Output streams of a worker, each backed by a ring buffer (its inputs are in pan/channel.py).
 
 Output tuples are encoded to JSON once, when appended, so that serving them
 to any number of subscribers is a byte join rather than re-encoding.
@@ -6,10 +6,7 @@ to any number of subscribers is a byte join rather than re-encoding.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -292,112 +289,5 @@ class OutputStream:
             "appended": self.appended,
             "requests": self.requests,
             "served_tuples": self.served_tuples,
-            "meta": self.progress.to_json(),
-        }
-
-
-@dataclass(slots=True)
-class InputCounters:
-    received: int = 0
-    missed: int = 0
-    resets: int = 0
-    failovers: int = 0
-    decode_errors: int = 0  # upstream pages that could not be decoded (the pull failed over)
-    bad_sources: int = 0  # repository answers naming an unusable publisher address
-    waits_for_reader: int = 0  # times the pull task held off because the reader had not made room
-
-
-@dataclass
-class InputStream:
-    """A stream this worker pulls; tuples keep the original producer's indices."""
-
-    name: str
-    buffer: RingBuffer[Tuple]
-    progress: StreamProgress = EMPTY
-    source: dict[str, Any] | None = None
-    counters: InputCounters = field(default_factory=InputCounters)
-    generation: int = 0  # bumped on every reset so readers can re-position
-    upstream_last: int = -1  # the publisher's newest index at the last fetch
-    #: Called after new tuples or a reset, so a component can wait on several inputs at once.
-    listeners: list[Callable[[], None]] = field(default_factory=list)
-    #: The newest index the reader has taken, once a reader keeps a position (``read_from_start``).
-    #: The pull task then waits for room rather than overwrite tuples nobody has read: back-pressure
-    #: like a Kafka consumer's bounded fetch buffer. None: nobody reads (overwriting is harmless).
-    consumed: int | None = None
-    _room: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def behind(self) -> bool:
-        """The publisher holds tuples this worker has not received yet."""
-        return self.upstream_last > self.buffer.last
-
-    def set_progress(self, progress: StreamProgress) -> None:
-        """The upstream progress of the latest fetch; a grown K or moved watermark wakes readers."""
-        grew = progress.k_grew_from(self.progress)
-        moved = progress.wm_moved_from(self.progress)
-        self.progress = progress
-        if grew or moved:
-            self.buffer.poke()  # a repeater waiting on this buffer passes the news on
-            self._notify()
-
-    def add(self, tuples: list[Tuple]) -> None:
-        for item in tuples:
-            self.buffer.append(item, item["i"])
-        self.counters.received += len(tuples)
-        self._notify()
-
-    def reset(self) -> None:
-        self.buffer.reset(0)
-        self.generation += 1
-        self.counters.resets += 1
-        if self.consumed is not None:
-            self.mark_consumed(-1)
-        self._notify()
-
-    # --- flow control between the pull task and the reader ---------------------
-
-    def read_from_start(self) -> None:
-        """A reader announces itself: from now on unread tuples are never overwritten."""
-        self.consumed = -1
-
-    def mark_consumed(self, index: int) -> None:
-        """The reader has taken everything up to ``index``."""
-        self.consumed = index
-        self._room.set()
-
-    def room(self) -> int:
-        """How many more tuples fit without overwriting unread ones."""
-        if self.consumed is None:
-            return self.buffer.capacity
-        unread = self.buffer.last - max(self.consumed, self.buffer.first - 1)
-        return self.buffer.capacity - unread
-
-    async def wait_for_room(self, needed: int) -> None:
-        """Hold the pull task until ``needed`` tuples fit (no timeout: the reader is in this process)."""
-        needed = min(needed, self.buffer.capacity)
-        if self.room() >= needed:
-            return
-        self.counters.waits_for_reader += 1
-        while self.room() < needed:
-            self._room.clear()
-            await self._room.wait()
-
-    def _notify(self) -> None:
-        for listener in self.listeners:
-            listener()
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "first": self.buffer.first,
-            "last": self.buffer.last,
-            "received": self.counters.received,
-            "missed": self.counters.missed,
-            "resets": self.counters.resets,
-            "failovers": self.counters.failovers,
-            "consumed": self.consumed,
-            "waits_for_reader": self.counters.waits_for_reader,
-            "decode_errors": self.counters.decode_errors,
-            "bad_sources": self.counters.bad_sources,
             "meta": self.progress.to_json(),
         }

@@ -7,8 +7,8 @@ served yet:
 
 1. serve HTTP and let the component acquire its resources;
 2. publish every output to the repository (soft state, refreshed forever);
-3. start one pull task per input stream, the component's own task and the lease
-   refresh, all in one ``asyncio.TaskGroup``.
+3. start one pull task per input (``InputChannel.pull``, pan/channel.py), the
+   component's own task and the lease refresh, all in one ``asyncio.TaskGroup``.
 
 ``stop`` cancels that group (which awaits every task), then releases the rest in
 reverse. A task that fails is logged and the others go on, as a worker with one
@@ -29,6 +29,7 @@ from typing import Any
 import aiohttp
 
 from pan.catalog import get_component_type
+from pan.channel import InputChannel
 from pan.client import StreamSubscriber
 from pan.component import Component, ComponentContext
 from pan.local import LocalPublishers
@@ -36,7 +37,7 @@ from pan.progress import EMPTY, StreamProgress
 from pan.repository_client import Lease, Registration, RepositoryClient
 from pan.ringbuffer import RingBuffer
 from pan.specs import RepositorySpec, WorkerSpec
-from pan.streams import InputStream, OutputStream
+from pan.streams import OutputStream
 from pan.web import HttpServer
 from pan.worker_api import WorkerApi
 
@@ -76,12 +77,11 @@ class Worker:
         # lags its pull task must not lose input because the worker keeps few outputs.
         input_capacity = max(spec.buffer_size, INPUT_BUFFER_MIN)
         self.inputs = {
-            name: InputStream(name, RingBuffer(input_capacity)) for name in component_type.input_names(spec)
+            name: InputChannel(name, RingBuffer(input_capacity)) for name in component_type.input_names(spec)
         }
         self.component: Component = component_type(
             ComponentContext(spec=spec, inputs=self.inputs, outputs=self.outputs, log=self.log)
         )
-        self.subscribers: dict[str, StreamSubscriber] = {}
         self.api = WorkerApi(self)
         self.server = HttpServer(self.api.app, spec.host, spec.port)
         self._session: aiohttp.ClientSession | None = None
@@ -138,8 +138,8 @@ class Worker:
     async def _run_tasks(self, lease: Lease) -> None:
         """The worker's tasks, owned by one group: one pull per input, the component, the lease refresh."""
         async with asyncio.TaskGroup() as group:
-            for name, stream in self.inputs.items():
-                self._spawn(group, self._pull(name, stream), f"pull {name}")
+            for name, channel in self.inputs.items():
+                self._spawn(group, channel.pull(self._subscriber(name), PULL_PAGE), f"pull {name}")
             self._spawn(group, self.component.run(), "component")
             self._spawn(group, lease.keep(), "refresh")
 
@@ -156,9 +156,10 @@ class Worker:
 
     # --- data plane ---------------------------------------------------------------
 
-    async def _pull(self, name: str, stream: InputStream) -> None:
-        """Fill one input buffer from whichever publisher the repository offers."""
-        subscriber = StreamSubscriber(
+    def _subscriber(self, name: str) -> StreamSubscriber:
+        """How input ``name`` is fetched: from the earliest tuple, from any publisher but this worker
+        (and, for a repeater, only from publishers below its level)."""
+        return StreamSubscriber(
             name,
             (self.repository.host, self.repository.port),
             start="earliest",
@@ -171,42 +172,6 @@ class Worker:
             local=self.local,
             wake_on_meta=True,  # K notices and watermarks must reach this worker's ordering unit at once
         )
-        self.subscribers[name] = subscriber
-        while True:
-            await stream.wait_for_room(PULL_PAGE)  # a slow component holds the pull; nothing is overwritten
-            fetch = await subscriber.fetch()
-            stream.upstream_last = subscriber.upstream_last
-            stream.set_progress(fetch.progress)
-            stream.source = (
-                None
-                if subscriber.source is None
-                else {
-                    "host": subscriber.source.host,
-                    "port": subscriber.source.port,
-                    "rep": subscriber.source.rep,
-                    "lvl": subscriber.source.lvl,
-                    "local": subscriber.source_is_local,
-                }
-            )
-            if fetch.reset:
-                stream.reset()
-            if fetch.tuples:
-                stream.add(fetch.tuples)
-            self._copy_pull_counters(name)
-
-    def sync_input_counters(self) -> None:
-        """Every input's counters from its subscriber (before a report)."""
-        for name in self.inputs:
-            self._copy_pull_counters(name)
-
-    def _copy_pull_counters(self, name: str) -> None:
-        """The subscriber's counts into the input's; also before every report, since a fetch that keeps
-        failing over (an undecodable page, a bad publisher address) does not return to ``_pull``."""
-        subscriber = self.subscribers.get(name)
-        if subscriber is not None:
-            counters, stats = self.inputs[name].counters, subscriber.stats
-            counters.missed, counters.failovers = stats.missed, stats.failovers
-            counters.decode_errors, counters.bad_sources = stats.decode_errors, stats.bad_sources
 
 
 def _summary(counters: dict[str, Any]) -> str:

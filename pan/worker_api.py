@@ -96,7 +96,6 @@ class WorkerApi:
     def describe(self) -> dict[str, Any]:
         """The `/streams` answer."""
         worker = self.worker
-        worker.sync_input_counters()
         return {
             "status": "ok",
             "worker": worker.spec.name,
@@ -120,7 +119,6 @@ class WorkerApi:
     async def handle_metrics(self, request: web.Request) -> web.Response:
         worker = self.worker
         metrics = MetricsText(worker=worker.spec.name)
-        worker.sync_input_counters()
         for name, out in worker.outputs.items():
             metrics.add("pan_output_last_index", out.buffer.last, "gauge", stream=name)
             metrics.add("pan_output_held_tuples", len(out.buffer), "gauge", stream=name)
