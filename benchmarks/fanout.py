@@ -138,12 +138,12 @@ class PanSystem:
         )
 
     async def _wait_published(self, timeout_s: float = 40.0) -> None:
-        from pan.repository_client import RepositoryClient
+        from pan.repository_client import PublishersMissing, RepositoryClient
 
         async with RepositoryClient((common.HOST, self.repo_port)) as repository:
             try:
                 await repository.wait_for_publishers(["SENSOR105"], timeout_s, publishers=self.publishers)
-            except TimeoutError:
+            except PublishersMissing:
                 tail = self.child.stderr_tail() if self.child else ""
                 raise RuntimeError(f"PAN publishers did not register within {timeout_s} s: {tail}") from None
 

@@ -48,6 +48,13 @@ class NoPublisher(Exception):
         self.status = status
 
 
+class PublishersMissing(RuntimeError):
+    """``wait_for_publishers`` gave up: not every stream had its publishers in time.
+
+    Not a ``TimeoutError``: a caller's own ``asyncio.timeout`` must not take it for its own deadline.
+    """
+
+
 def is_valid_host(host: object) -> bool:
     """An IP address (v4 or v6, no zone) or a DNS name: the repository's rule (``pan.web.is_host``)."""
     return isinstance(host, str) and is_host(host)
@@ -216,7 +223,7 @@ class RepositoryClient:
         self, streams: Iterable[str], timeout_s: float, *, publishers: int = 1, producers: int = 0, repeaters: int = 0
     ) -> None:
         """Return once every stream has at least ``publishers`` publishers, of which at least ``producers``
-        original producers and ``repeaters`` repeaters; ``TimeoutError`` after ``timeout_s``."""
+        original producers and ``repeaters`` repeaters; ``PublishersMissing`` after ``timeout_s``."""
         wanted = list(streams)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -227,7 +234,7 @@ class RepositoryClient:
             except RepositoryUnavailable:
                 pass
             if time.monotonic() + WAIT_INTERVAL_S > deadline:
-                raise TimeoutError(f"publishers of {', '.join(wanted)} did not register within {timeout_s:.0f} s")
+                raise PublishersMissing(f"publishers of {', '.join(wanted)} did not register within {timeout_s:.0f} s")
             await asyncio.sleep(WAIT_INTERVAL_S)
 
     # --- transport ------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pan.repository import RepositoryServer
 from pan.repository_client import (
     Lease,
     NoPublisher,
+    PublishersMissing,
     Registration,
     RepositoryClient,
     RepositoryUnavailable,
@@ -40,14 +41,14 @@ async def test_an_unreachable_repository_is_reported_not_raised_as_network_error
         assert not await client.publish(Registration(("A",), HOST, 9001))
         with pytest.raises(RepositoryUnavailable):
             await client.lookup("A")
-        with pytest.raises(TimeoutError):
+        with pytest.raises(PublishersMissing):
             await client.wait_for_publishers(["A"], timeout_s=0.5)
 
 
 async def test_wait_for_publishers_counts_producers_and_repeaters(repository: RepositoryServer) -> None:
     async with RepositoryClient((HOST, repository.port)) as client:
         await client.publish(Registration(("A", "B"), HOST, 9001, rep=True, lvl=1))
-        with pytest.raises(TimeoutError):
+        with pytest.raises(PublishersMissing):
             await client.wait_for_publishers(["A", "B"], timeout_s=0.5, producers=1)
         waiting = asyncio.create_task(client.wait_for_publishers(["A", "B"], timeout_s=30, publishers=2, producers=1))
         await client.publish(Registration(("A",), HOST, 9000))
@@ -56,7 +57,7 @@ async def test_wait_for_publishers_counts_producers_and_repeaters(repository: Re
         await client.publish(Registration(("B",), HOST, 9000))
         await asyncio.wait_for(waiting, 30)
         await client.wait_for_publishers(["A"], timeout_s=1, repeaters=1)
-        with pytest.raises(TimeoutError):
+        with pytest.raises(PublishersMissing):
             await client.wait_for_publishers(["A"], timeout_s=0.5, repeaters=2)
 
 
