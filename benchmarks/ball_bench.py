@@ -39,17 +39,18 @@ def build(type_name: str) -> Any:
     import logging
 
     from pan.catalog import get_component_type
+    from pan.channel import InputChannel
     from pan.component import ComponentContext
     from pan.ringbuffer import RingBuffer
     from pan.specs import WorkerSpec
-    from pan.streams import InputStream, OutputStream
+    from pan.streams import OutputStream
 
     cls = get_component_type(type_name)
     assert cls is not None
     spec = WorkerSpec(name=type_name, type=type_name, host="127.0.0.1", port=1, peer="p", inputs=[],
                       buffer_size=BUFFER, params={})
     ctx = ComponentContext(
-        spec=spec, inputs={n: InputStream(n, RingBuffer(16)) for n in cls.input_names(spec)},
+        spec=spec, inputs={n: InputChannel(n, RingBuffer(16)) for n in cls.input_names(spec)},
         outputs={n: OutputStream(n, BUFFER) for n in cls.output_names(spec)}, log=logging.getLogger(type_name))
     return cls(ctx)
 

@@ -277,34 +277,13 @@ class Cluster:
         self, streams: list[str], repeated: list[str], timeout_s: float = START_TIMEOUT_S
     ) -> None:
         """Every stream has its producer in the repository, and each repeated one every repeater."""
-        import aiohttp
+        from pan.repository_client import RepositoryClient
 
         repo = self.workflow.repository
+        repository = RepositoryClient((repo.host, repo.port), session=self._session, timeout_s=5)
         deadline = time.monotonic() + timeout_s
-        want_reps = len(REPEATER_PEERS)
-        while time.monotonic() < deadline:
-            with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError):
-                known = await self._registry(f"http://{repo.host}:{repo.port}/streams")
-                if all(any(not p["rep"] for p in known.get(s, [])) for s in streams) and all(
-                    sum(1 for p in known.get(s, []) if p["rep"]) >= want_reps for s in repeated
-                ):
-                    return
-            await asyncio.sleep(0.2)
-        raise RuntimeError(f"the workflow's publishers did not all register within {timeout_s:.0f} s")
-
-    async def _registry(self, url: str) -> dict[str, list[dict[str, Any]]]:
-        """Every page of the repository's ``/streams`` (a repository without pages answers with one)."""
-        import aiohttp
-
-        known: dict[str, list[dict[str, Any]]] = {}
-        params: dict[str, str] = {}
-        while True:
-            async with self._session.get(url, params=params, timeout=aiohttp.ClientTimeout(total=5)) as response:
-                page = json.loads(await response.read())
-            known.update(page["streams"])
-            if not page.get("next"):
-                return known
-            params = {"after": page["next"]}
+        await repository.wait_for_publishers(streams, timeout_s, producers=1)
+        await repository.wait_for_publishers(repeated, deadline - time.monotonic(), repeaters=len(REPEATER_PEERS))
 
     async def stop(self) -> dict[str, int | None]:
         """Peers first (they unpublish), then the repository; exit codes by process."""

@@ -138,21 +138,14 @@ class PanSystem:
         )
 
     async def _wait_published(self, timeout_s: float = 40.0) -> None:
-        import aiohttp
+        from pan.repository_client import PublishersMissing, RepositoryClient
 
-        from pan.repository import list_streams
-
-        deadline = time.monotonic() + timeout_s
-        async with aiohttp.ClientSession() as session:
-            while time.monotonic() < deadline:
-                with contextlib.suppress(aiohttp.ClientError, OSError, ValueError, TimeoutError):
-                    known = await list_streams(session, common.HOST, self.repo_port, timeout_s=2)
-                    pubs = known.get("SENSOR105", [])
-                    if len(pubs) >= self.publishers:
-                        return
-                await asyncio.sleep(0.2)
-        tail = self.child.stderr_tail() if self.child else ""
-        raise RuntimeError(f"PAN publishers did not register within {timeout_s} s: {tail}")
+        async with RepositoryClient((common.HOST, self.repo_port)) as repository:
+            try:
+                await repository.wait_for_publishers(["SENSOR105"], timeout_s, publishers=self.publishers)
+            except PublishersMissing:
+                tail = self.child.stderr_tail() if self.child else ""
+                raise RuntimeError(f"PAN publishers did not register within {timeout_s} s: {tail}") from None
 
     async def stop(self) -> None:
         if self.child is not None:

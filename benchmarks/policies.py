@@ -53,10 +53,12 @@ def build(type_name: str, params: dict[str, Any]) -> Any:
     import logging
 
     from pan.catalog import get_component_type
+    from pan.channel import InputChannel
     from pan.component import ComponentContext
+    from pan.progress import StreamProgress
     from pan.ringbuffer import RingBuffer
     from pan.specs import WorkerSpec
-    from pan.streams import InputStream, OutputStream
+    from pan.streams import OutputStream
 
     kind = get_component_type(type_name)
     assert kind is not None
@@ -66,8 +68,8 @@ def build(type_name: str, params: dict[str, Any]) -> Any:
     assert not problems, problems
     ctx = ComponentContext(
         spec=spec,
-        inputs={n: InputStream(n, RingBuffer(16)) for n in kind.input_names(spec)},
-        outputs={n: OutputStream(n, 2_000_000, {"epoch": "bench"}) for n in kind.output_names(spec)},
+        inputs={n: InputChannel(n, RingBuffer(16)) for n in kind.input_names(spec)},
+        outputs={n: OutputStream(n, 2_000_000, StreamProgress(epoch="bench")) for n in kind.output_names(spec)},
         log=logging.getLogger(type_name),
     )
     return kind(ctx)

@@ -96,6 +96,6 @@ class Profile:
         return [(name, count / total) for name, count in counter.most_common(top)]
 
     def share_of(self, function: str) -> float:
-        """Inclusive share of the frames whose name starts with ``function`` (e.g. ``Worker._pull``)."""
+        """Inclusive share of the frames whose name starts with ``function`` (e.g. ``InputChannel.pull``)."""
         total = self.samples or 1
         return max((c for name, c in self.inclusive.items() if name.startswith(function + " ")), default=0) / total

@@ -50,7 +50,7 @@ PROFILE_AFTER_S = 8.0  # py-spy attaches once start-up (Java-free, ~3 s) is over
 #: Where a peer's time goes: (frame that roots the work, what it is), summed over the samples containing it.
 PROFILE_AREAS = (
     ("IngestServer._handle", "TCP ingest of sensor rows (forwarders)"),
-    ("Worker._pull", "pulling inputs (HTTP client or in-process fetch, JSON decoding)"),
+    ("InputChannel.pull", "pulling inputs (HTTP client or in-process fetch, JSON decoding)"),
     ("RequestHandler._handle_request", "serving HTTP requests (/data pages to other peers and the recorder)"),
     ("OrderedComponent.run", "ordering units and query components"),
     ("EpollSelector.select", "waiting in the event loop (idle)"),
@@ -318,7 +318,7 @@ def profile_report(profile: dict[str, Any]) -> list[str]:
         f"Where the peers' time goes: py-spy (`--nonblocking`, {profile['rate_hz']} Hz) on every peer for "
         f"{profile['seconds']:g} s from {PROFILE_AFTER_S:g} s into the replay, {profile['samples']:,} samples pooled "
         "over the peers (this run's command includes `--profile`). An area's share counts the samples with its frame "
-        "anywhere on the stack; in-process pulls serve their page inside `Worker._pull`, so areas can overlap.",
+        "anywhere on the stack; in-process pulls serve their page inside `InputChannel.pull`, so areas can overlap.",
         "",
         common.markdown_table(["Frame", "Work", "Share of samples"], areas, align="llr"),
         "",

@@ -6,10 +6,12 @@ import asyncio
 from typing import Any
 
 from pan.catalog import register
+from pan.channel import InputChannel
 from pan.component import Component
-from pan.ingest import END_OF_STREAM, INGEST_PARAMS, IngestServer, Row, encode_sensor_row, parse_ingest_params
+from pan.ingest import INGEST_PARAMS, IngestServer, Row, encode_sensor_row, parse_ingest_params
+from pan.progress import StreamProgress
 from pan.specs import WorkerSpec
-from pan.streams import InputStream, OutputStream, encode
+from pan.streams import OutputStream, encode
 
 REPEAT_BATCH = 1000
 IDLE_WAIT_S = 1.0
@@ -54,15 +56,15 @@ class Forwarder(Component):
         """
         for stream, ts in promises.items():
             output = self.ctx.outputs[stream]
-            current = output.meta.get("wm")
-            if not isinstance(current, int) or ts > current:
-                output.update_meta({"wm": ts})
+            current = output.progress.wm
+            if current is None or ts > current:
+                output.publish(StreamProgress(wm=ts))
 
     def _deliver(self, batches: dict[str, list[Row]]) -> None:
         for stream, rows in batches.items():
             output = self.ctx.outputs[stream]
-            if output.meta.get("wm") == END_OF_STREAM:
-                output.meta.pop("wm")  # the stream goes on after its end after all
+            if output.progress.ended:
+                output.reopen()  # the stream goes on after its end after all
             start = output.next_index
             output.extend_encoded(
                 [
@@ -113,19 +115,15 @@ class Repeater(Component):
                 group.create_task(self._repeat(stream, self.ctx.outputs[name]))
 
     @staticmethod
-    async def _repeat(source: InputStream, target: OutputStream) -> None:
-        position, generation = -1, source.generation
-        source.read_from_start()
+    async def _repeat(source: InputChannel, target: OutputStream) -> None:
+        cursor = source.cursor()
         while True:
-            if generation != source.generation:  # the original producer restarted
-                target.reset(source.meta)
-                position, generation = -1, source.generation
-            target.update_meta(source.meta)  # epoch and K notices pass through unchanged
-            page = source.buffer.read(position, oldest=REPEAT_BATCH)
-            if not page.items:
-                await source.buffer.wait_beyond(position, IDLE_WAIT_S, meta=True)
+            batch = cursor.read(REPEAT_BATCH)
+            if batch.restarted:  # the original producer restarted: so does this copy of its stream
+                target.reset(source.progress)
+            target.publish(source.progress)  # epoch and K notices pass through unchanged
+            if not batch.items:
+                await cursor.wait(IDLE_WAIT_S)
                 continue
-            for index, item in zip(page.indices, page.items, strict=True):
+            for index, item in zip(batch.indices, batch.items, strict=True):
                 target.append(item, index)
-            position = page.indices[-1]
-            source.mark_consumed(position)

@@ -31,11 +31,19 @@ from typing import Any, Literal
 
 import aiohttp
 import orjson
-import yarl
 
 from pan.local import DataFunction, LocalPublishers
+from pan.progress import EMPTY, StreamProgress
 from pan.ratelimit import RateLimitedLog
-from pan.web import BadRequest, NotFound, is_host
+from pan.repository_client import (
+    BadAnswer,
+    NoPublisher,
+    RepositoryClient,
+    RepositoryUnavailable,
+    Source,
+    parse_address,
+)
+from pan.web import BadRequest, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +57,6 @@ _INDEX = itemgetter("i")
 
 class SubscriberError(Exception):
     """A failure the subscriber cannot recover from by switching publishers."""
-
-
-class BadAnswer(ValueError):
-    """A repository or publisher answer this client refuses to act on (undecodable or malformed)."""
 
 
 @dataclass(slots=True)
@@ -74,7 +78,7 @@ class Fetch:
     tuples: list[Tuple]
     missed: int = 0
     reset: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
+    progress: StreamProgress = EMPTY
     #: Runs of missed indices (first, last), in order; each ends right before a tuple of this fetch.
     gaps: list[tuple[int, int]] = field(default_factory=list)
     #: Why the reset policy was applied (with ``reset``).
@@ -96,72 +100,6 @@ class Fetch:
                 gap = next(gaps, None)
             out.append(item)
         return out
-
-
-@dataclass(slots=True)
-class Source:
-    host: str
-    port: int
-    rep: bool
-    lvl: int
-
-    @property
-    def endpoint(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @classmethod
-    def from_answer(cls, body: object) -> Source:
-        """A `/subscribe` answer, checked field by field: it decides where this client sends requests."""
-        if not isinstance(body, dict):
-            raise BadAnswer(f"expected a JSON object, got {type(body).__name__}")
-        host, port, rep, lvl = body.get("host"), body.get("port"), body.get("rep", False), body.get("lvl", 0)
-        if not is_valid_host(host):
-            raise BadAnswer(f"host {host!r} is neither an IP address nor a DNS name")
-        if not is_valid_port(port):
-            raise BadAnswer(f"port {port!r} is not an integer in 1..65535")
-        if not isinstance(rep, bool):
-            raise BadAnswer(f"rep {rep!r} is not a boolean")
-        if isinstance(lvl, bool) or not isinstance(lvl, int) or lvl < 0:
-            raise BadAnswer(f"lvl {lvl!r} is not an integer >= 0")
-        assert isinstance(host, str) and isinstance(port, int)
-        return cls(host, port, rep, lvl)
-
-    def url(self, path: str) -> yarl.URL:
-        return http_url(self.host, self.port, path)
-
-
-def is_valid_host(host: object) -> bool:
-    """An IP address (v4 or v6, no zone) or a DNS name: the repository's rule (``pan.web.is_host``)."""
-    return isinstance(host, str) and is_host(host)
-
-
-def is_valid_port(port: object) -> bool:
-    return isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535
-
-
-def http_url(host: str, port: int, path: str) -> yarl.URL:
-    """``http://host:port/path`` built from validated parts (IPv6 hosts get their brackets)."""
-    if not is_valid_host(host) or not is_valid_port(port):
-        raise ValueError(f"not a valid HOST:PORT: {host!r}:{port!r}")
-    return yarl.URL.build(scheme="http", host=host, port=port, path=path)
-
-
-def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
-    """``HOST:PORT`` (``[V6]:PORT`` for IPv6, empty host: 127.0.0.1) or a tuple, validated."""
-    if isinstance(address, tuple):
-        host, port = address
-    else:
-        raw_host, sep, raw_port = address.rpartition(":")
-        if not sep or not raw_port.isascii() or not raw_port.isdigit():
-            raise ValueError(f"expected HOST:PORT, got {address!r}")
-        if raw_host.startswith("[") and raw_host.endswith("]"):
-            raw_host = raw_host[1:-1]
-        host, port = raw_host or "127.0.0.1", int(raw_port)
-    if not is_valid_host(host):
-        raise ValueError(f"host {host!r} is neither an IP address nor a DNS name")
-    if not is_valid_port(port):
-        raise ValueError(f"port {port!r} is not an integer in 1..65535")
-    return host, port
 
 
 class StreamSubscriber:
@@ -200,12 +138,13 @@ class StreamSubscriber:
         self.stats = SubscriberStats()
         self.source: Source | None = None
         self.epoch: str | None = None
-        self.meta: dict[str, Any] = {}
+        self.progress = EMPTY  # the publisher's ``meta`` in its latest answer
         self._start = start
         self.position = start if isinstance(start, int) else -1
         self._positioned = isinstance(start, int) or start == "earliest"
         self._failed: set[str] = set()
         self._session = session
+        self._repository: RepositoryClient | None = None  # made on the first lookup, on this subscriber's session
         self._local = local
         self.wake_on_meta = wake_on_meta  # long polls also end on producer meta changes (K, wm)
         #: A name under which publishers keep every tuple this subscriber has not read (``/data?hold=``):
@@ -241,6 +180,7 @@ class StreamSubscriber:
         if self._owns_session and self._session is not None:
             await self._session.close()
         self._session = None
+        self._repository = None
 
     async def __aenter__(self) -> StreamSubscriber:
         await self.start()
@@ -324,14 +264,14 @@ class StreamSubscriber:
             raise SubscriberError(f"{source.endpoint} rejected the fetch: {exc.message}") from None
 
     def _apply(self, answer: dict[str, Any]) -> Fetch:
-        meta = answer.get("meta") or {}
-        self.meta = meta
-        epoch = meta.get("epoch")
+        progress = StreamProgress.from_json(answer.get("meta"))
+        self.progress = progress
+        epoch = progress.epoch
         last = answer.get("last", -1)
         self.upstream_last = last
         if not self._positioned:  # start=latest: begin after the newest tuple
             self.position, self.epoch, self._positioned = last, epoch, True
-            return Fetch([], meta=meta)
+            return Fetch([], progress=progress)
         if self.epoch is not None and epoch is not None and epoch != self.epoch:
             self.epoch = epoch
             return self._reset(f"producer restarted (epoch {epoch})", last)
@@ -343,7 +283,7 @@ class StreamSubscriber:
             self._lagging += 1
             if self._lagging >= LAGGING_FETCHES_BEFORE_SWITCH:
                 self._drop_source(f"repeater lags behind position {self.position} (last {last})")
-            return Fetch([], meta=meta)
+            return Fetch([], progress=progress)
         self._lagging = 0
         tuples: list[Tuple] = answer.get("tuples") or []
         missed = 0
@@ -357,7 +297,7 @@ class StreamSubscriber:
             self.stats.missed += missed
             log.warning("%s: %d tuples missed before index %d", self.stream, missed, self.position)
         self.stats.received += len(tuples)
-        return Fetch(tuples, missed=missed, meta=meta, gaps=gaps)
+        return Fetch(tuples, missed=missed, progress=progress, gaps=gaps)
 
     def _filter(self, page: list[Tuple]) -> tuple[list[Tuple], list[tuple[int, int]]]:
         """Drop what was already delivered; index jumps become gaps (first and last missed index)."""
@@ -378,49 +318,36 @@ class StreamSubscriber:
         self.stats.resets += 1
         self.position = -1 if self.reset_policy == "earliest" else last
         log.warning("%s: %s; reset to %s (position %d)", self.stream, why, self.reset_policy, self.position)
-        return Fetch([], reset=True, meta=self.meta, reset_reason=why)
+        return Fetch([], reset=True, progress=self.progress, reset_reason=why)
 
     # --- publisher lookup ---------------------------------------------------------
 
     async def _lookup(self) -> Source | None:
         """Ask the repository for a publisher, avoiding the ones that just failed."""
         assert self._session is not None, "call start() first"
-        exclude = self.always_exclude | self._failed
-        params: dict[str, str] = {"s": self.stream}
-        if self.norep:
-            params["norep"] = "true"
-        if self.below_level is not None:
-            params["lvl"] = str(self.below_level)
-        if exclude:
-            params["exclude"] = ",".join(sorted(exclude))
-        host, port = self.repository
+        if self._repository is None:
+            self._repository = RepositoryClient(
+                self.repository, session=self._session, timeout_s=self.request_timeout_s
+            )
         try:
-            async with self._session.get(
-                http_url(host, port, "/subscribe"),
-                params=params,
-                timeout=aiohttp.ClientTimeout(total=self.request_timeout_s),
-            ) as response:
-                body = orjson.loads(await response.read())
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            return await self._repository.lookup(
+                self.stream, norep=self.norep, below_level=self.below_level, exclude=self.always_exclude | self._failed
+            )
+        except RepositoryUnavailable as exc:
             self.stats.errors += 1
-            log.debug("%s: repository %s:%d unreachable: %s", self.stream, host, port, exc)
-            return None
-        if response.status == 404 and self._failed:
-            self._failed.clear()  # those publishers may be back; try everyone again next time
-            return None
-        if response.status != 200:
-            log.debug("%s: repository answered %d: %s", self.stream, response.status, body)
-            return None
-        try:
-            return Source.from_answer(body)
+            log.debug("%s: %s", self.stream, exc)
+        except NoPublisher as exc:
+            if exc.status == 404 and self._failed:
+                self._failed.clear()  # those publishers may be back; try everyone again next time
+            log.debug("%s: %s", self.stream, exc)
         except BadAnswer as exc:
             self.stats.errors += 1
             self.stats.bad_sources += 1
             self._bad_source_log.warning(
-                "%s: repository %s:%d named an unusable publisher (%s); looking again",
-                self.stream, host, port, exc,
+                "%s: repository %s named an unusable publisher (%s); looking again",
+                self.stream, self._repository.address, exc,
             )
-            return None
+        return None
 
     def _drop_source(self, why: str) -> None:
         assert self.source is not None

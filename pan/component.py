@@ -12,7 +12,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pan.streams import InputStream, OutputStream
+from pan.channel import InputChannel
+from pan.streams import OutputStream
 
 if TYPE_CHECKING:
     from pan.specs import WorkerSpec
@@ -23,7 +24,7 @@ class ComponentContext:
     """Everything a component may touch: its spec, inputs and outputs."""
 
     spec: WorkerSpec
-    inputs: dict[str, InputStream]
+    inputs: dict[str, InputChannel]
     outputs: dict[str, OutputStream]
     log: logging.Logger
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import time
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from pan.catalog import register
+from pan.channel import Cursor
 from pan.component import Component, ComponentContext
 from pan.ordering import (
     END_OF_STREAM,
@@ -118,6 +120,7 @@ class OrderedComponent(Component):
         self.late_output = ctx.outputs[late] if late else None
         self._wake = asyncio.Event()
         self._dirty: dict[str, None] = dict.fromkeys(ctx.inputs)  # inputs to look at (a set in input order)
+        self._cursors: dict[str, Cursor] = {}  # where this component has read each input up to
         self._arrivals: IO[str] | None = None
         self._meta_at = 0.0
         self._published_k = -1
@@ -130,7 +133,7 @@ class OrderedComponent(Component):
     async def start(self) -> None:
         for name, stream in self.ctx.inputs.items():
             stream.listeners.append(functools.partial(self._mark_dirty, name))
-            stream.read_from_start()
+            self._cursors[name] = stream.cursor()
         if "arrival_log" in self.params:
             path = Path(self.params["arrival_log"])
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,8 +147,6 @@ class OrderedComponent(Component):
             self._arrivals = None
 
     async def run(self) -> None:
-        positions = {name: -1 for name in self.ctx.inputs}
-        generations = {name: stream.generation for name, stream in self.ctx.inputs.items()}
         next_check = time.monotonic()
         while True:
             self._wake.clear()
@@ -155,26 +156,22 @@ class OrderedComponent(Component):
             caught_up = []
             for name in dirty:
                 stream = self.ctx.inputs[name]
-                upstream_k = stream.meta.get("k")
-                if isinstance(upstream_k, int):
+                upstream_k = stream.progress.k
+                if upstream_k is not None:
                     self.unit.notice_upstream_k(name, upstream_k)
-                if generations[name] != stream.generation:
-                    positions[name], generations[name] = -1, stream.generation
-                page = stream.buffer.read(positions[name], oldest=READ_BATCH)
-                if page.missed:  # overwritten before this component read them: never silent
-                    self.input_missed += page.missed
-                    self.ctx.log.warning("%s: %d input tuples overwritten before processing", name, page.missed)
-                    self._report_missed(name, positions[name], page.indices, page.items)
-                elif page.items:
-                    self._note_read(name, page.items[-1])
-                if page.items:
-                    positions[name] = page.indices[-1]
-                    stream.mark_consumed(positions[name])
+                batch = self._cursors[name].read(READ_BATCH)
+                if batch.missed:  # overwritten before this component read them: never silent
+                    self.input_missed += batch.missed
+                    self.ctx.log.warning("%s: %d input tuples overwritten before processing", name, batch.missed)
+                    self._report_missed(name, batch.after, batch.indices, batch.items)
+                elif batch.items:
+                    self._note_read(name, batch.items[-1])
+                if batch.items:
                     if self._arrivals is not None:
                         now = time.time_ns()
-                        self._arrivals.write("".join(f"{now},{name},{item['ts']}\n" for item in page.items))
-                    self.feed(name, page.items)
-                    if len(page.items) == READ_BATCH:
+                        self._arrivals.write("".join(f"{now},{name},{item['ts']}\n" for item in batch.items))
+                    self.feed(name, batch.items)
+                    if len(batch.items) == READ_BATCH:
                         self._mark_dirty(name)  # there is more; read it next round, after yielding
                         continue
                 caught_up.append(name)
@@ -182,9 +179,8 @@ class OrderedComponent(Component):
             # of that is in the unit (a slow pull is waited for, never overtaken), and after this round's
             # data of every input, so that a promise does not release what another input just brought.
             for name in caught_up:
-                stream = self.ctx.inputs[name]
-                upstream_wm = stream.meta.get("wm")
-                if isinstance(upstream_wm, int) and not stream.behind and positions[name] >= stream.buffer.last:
+                upstream_wm = self.ctx.inputs[name].progress.wm
+                if upstream_wm is not None and self._cursors[name].caught_up:
                     self._handle(self.unit.promise(name, upstream_wm))
             now = time.monotonic()
             if now >= next_check:
@@ -240,14 +236,14 @@ class OrderedComponent(Component):
         if not force and not k_grew and now - self._meta_at < META_INTERVAL_S:
             return  # many outputs x many releases: refreshing meta every time costs more than the work
         self._meta_at, self._published_k = now, self.unit.k
-        meta = self.unit.meta()
+        progress = self.unit.progress()
         ended = self.unit.ended  # every input ended and everything is processed: so do the outputs
         for name, output in self.ctx.outputs.items():
             if ended:
-                meta["wm"] = END_OF_STREAM
+                progress = dataclasses.replace(progress, wm=END_OF_STREAM)
             elif limit is not None:
-                meta["wm"] = self.watermark(name, limit)
-            output.update_meta(meta)
+                progress = dataclasses.replace(progress, wm=self.watermark(name, limit))
+            output.publish(progress)
 
     def on_release_point(self, limit: int) -> None:
         """Every input event with ``ts <= limit`` has been processed (called after each release, before the

@@ -20,10 +20,10 @@ from operator import mul
 from pathlib import Path
 from typing import Any
 
+from pan.progress import END_OF_STREAM, StreamProgress
+
 PS_PER_MS = 10**9
 PS_PER_S = 10**12
-#: A promise of this ts (or beyond) ends a stream: nothing more will come (``pan.ingest.END_OF_STREAM``).
-END_OF_STREAM = 2**62
 
 #: Upper bounds (ps) of the delay histogram buckets; a final +Inf bucket is implied.
 DELAY_BUCKETS_PS: tuple[int, ...] = (
@@ -815,9 +815,9 @@ class OrderingUnit:
             buckets.append((le, cum))
         return {"buckets": buckets, "sum_ps": self._hist_sum, "count": self._hist_n}
 
-    def meta(self) -> dict[str, Any]:
+    def progress(self) -> StreamProgress:
         """What the producer puts in ``/data`` meta; ``k`` is what downstream units react to."""
-        return {"k": self._k, "clk": self._clk, "late": self._late}
+        return StreamProgress.from_json({"k": self._k, "clk": self._clk, "late": self._late})
 
     def metrics(self) -> dict[str, Any]:
         """Values for ``/metrics`` and ``/streams``."""

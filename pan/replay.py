@@ -35,14 +35,13 @@ import orjson
 from pan.catalog import get_component_type
 from pan.client import StreamSubscriber
 from pan.lifeline import Lifeline
-from pan.repository import list_streams
+from pan.repository_client import RepositoryClient
 from pan.specs import Workflow
 
 log = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_S = 60.0
 QUIET_S = 6.0  # no tuple and no watermark moved this long after the data ended = done (outputs that never end)
-END_OF_STREAM = 2**62  # a ``wm`` this large: the stream has ended (pan.ordering.END_OF_STREAM)
 #: How long after the feed outputs may keep changing (s). Waiting for streams to end (``until_ended``) is
 #: a safety net against a stuck run: a loaded machine can take many minutes to drain a long feed. Without
 #: it, streams that never end keep their watermarks moving, so this is what stops the recording.
@@ -118,13 +117,13 @@ class Recorder:
 
     def progress(self) -> tuple[int, tuple[Any, ...]]:
         """Tuples recorded and every stream's watermark: anything moving means the run goes on."""
-        return self.total(), tuple(sub.meta.get("wm") for sub in self.subscribers.values())
+        return self.total(), tuple(sub.progress.wm for sub in self.subscribers.values())
 
     def not_ended(self) -> list[str]:
         """The streams that have not ended, or not been recorded up to their producer's last tuple."""
         return [
             stream for stream, sub in self.subscribers.items()
-            if sub.meta.get("wm") != END_OF_STREAM or sub.position < sub.upstream_last
+            if not sub.progress.ended or sub.position < sub.upstream_last
         ]
 
     async def stop(self) -> None:
@@ -140,16 +139,8 @@ class Recorder:
 
 
 async def _wait_for_producers(workflow: Workflow, streams: list[str]) -> None:
-    repo = workflow.repository
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError):
-                known = await list_streams(session, repo.host, repo.port, timeout_s=2)
-                if all(any(not p["rep"] for p in known.get(s, [])) for s in streams):
-                    return
-            await asyncio.sleep(0.2)
-    raise RuntimeError(f"the workflow's producers did not all register within {STARTUP_TIMEOUT_S:.0f} s")
+    async with RepositoryClient((workflow.repository.host, workflow.repository.port)) as repository:
+        await repository.wait_for_publishers(streams, STARTUP_TIMEOUT_S, producers=1)
 
 
 async def replay(
@@ -234,7 +225,7 @@ async def _wait_until_quiet(recorder: Recorder, quiet_s: float, until_ended: boo
         now, clock = recorder.progress(), time.monotonic()
         if now != last:
             last, last_change = now, clock
-        ending = [s for s in open_streams if until_ended and recorder.subscribers[s].meta.get("wm") is not None]
+        ending = [s for s in open_streams if until_ended and recorder.subscribers[s].progress.wm is not None]
         if not ending and clock - last_change >= quiet_s:
             log.info("nothing moved for %.0f s; %d streams never ended (e.g. %s)",
                      quiet_s, len(open_streams), ", ".join(open_streams[:5]))

@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import orjson
 from aiohttp import web
 
@@ -45,7 +44,6 @@ from pan.web import (
     query_bool,
     query_int,
     query_str,
-    url_host,
 )
 
 DEFAULT_PORT = 8080
@@ -530,27 +528,3 @@ class RepositoryServer:
         add_http_metrics(metrics, self.server)
         return web.Response(text=metrics.render(), content_type="text/plain")
 
-
-# --- clients --------------------------------------------------------------------------------
-
-
-async def list_streams(
-    session: aiohttp.ClientSession, host: str, port: int, *, timeout_s: float = 2.0, page: int = MAX_PAGE_STREAMS
-) -> dict[str, list[dict[str, Any]]]:
-    """Every registered stream and its publishers, following `/streams` pages.
-
-    Raises ``aiohttp.ClientError``/``TimeoutError``/``ValueError`` (bad answer) like one GET would.
-    """
-    streams: dict[str, list[dict[str, Any]]] = {}
-    after: str | None = None
-    base = f"http://{url_host(host)}:{port}/streams"
-    while True:
-        params = {"limit": str(page)} if after is None else {"limit": str(page), "after": after}
-        async with session.get(base, params=params, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
-            body = orjson.loads(await response.read())
-        if response.status != 200 or not isinstance(body, dict) or not isinstance(body.get("streams"), dict):
-            raise ValueError(f"repository {host}:{port} answered /streams with {response.status}")
-        streams.update(body["streams"])
-        after = body.get("next")
-        if after is None:
-            return streams

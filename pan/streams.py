@@ -1,4 +1,4 @@
-"""Output and input streams of a worker, each backed by a ring buffer.
+"""Output streams of a worker, each backed by a ring buffer (its inputs are in pan/channel.py).
 
 Output tuples are encoded to JSON once, when appended, so that serving them
 to any number of subscribers is a byte join rather than re-encoding.
@@ -6,15 +6,13 @@ to any number of subscribers is a byte join rather than re-encoding.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
 import orjson
 
+from pan.progress import EMPTY, StreamProgress
 from pan.ringbuffer import RingBuffer
 
 DEFAULT_BUFFER_SIZE = 10_000
@@ -49,16 +47,6 @@ WM_POKE_INTERVAL_S = 0.005  # a moving watermark wakes (meta-waiting) long polls
 WM_QUIET_S = 0.01  # and only once the stream has appended nothing for this long: busy streams carry wm in their data
 
 
-def _k_grew(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    k = new.get("k")
-    return isinstance(k, int) and k > (old.get("k") or 0)
-
-
-def _wm_moved(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    wm = new.get("wm")
-    return isinstance(wm, int) and wm > (old.get("wm") or -(2**63))
-
-
 def _within_page_bytes(items: list[bytes]) -> list[bytes]:
     """The oldest items of a page that fit ``PAGE_BYTES`` (at least one): the reader asks again for the rest.
 
@@ -80,7 +68,7 @@ class OutputStream:
         self,
         name: str,
         capacity: int = DEFAULT_BUFFER_SIZE,
-        meta: dict[str, Any] | None = None,
+        progress: StreamProgress = EMPTY,
         byte_budget: int = DEFAULT_BUFFER_BYTES,
     ):
         self.name = name
@@ -97,7 +85,8 @@ class OutputStream:
         # this table is forgotten as the ring overwrites or the budget drops tuples.
         self._sizes: list[int] = []
         self._sizes_start = 0
-        self.meta: dict[str, Any] = dict(meta or {})
+        self.progress = progress  # what every /data answer says in ``meta``
+        self._progress_json = orjson.dumps(progress.to_json())
         self.appended = 0
         self.served_tuples = 0
         self.requests = 0
@@ -230,20 +219,20 @@ class OutputStream:
         if len(self.buffer) <= self.base_capacity:
             self.buffer.resize(self.base_capacity)
 
-    def update_meta(self, meta: dict[str, Any]) -> None:
-        """Merge producer information and wake long polls when downstream must hear it now.
+    def publish(self, progress: StreamProgress) -> None:
+        """Merge what ``progress`` states and wake long polls when downstream must hear it now.
 
         A grown K must travel before the late events it announces; a moved
         watermark (``wm``) lets downstream units advance past a quiet stream.
         A stream that is appending needs no watermark pokes: every answer
-        carries the current meta, and each poke costs every meta-waiting
+        carries the current progress, and each poke costs every meta-waiting
         subscriber a round trip.
         """
-        grew = _k_grew(self.meta, meta)
-        moved = _wm_moved(self.meta, meta)
-        self.meta.update(meta)
+        grew = progress.k_grew_from(self.progress)
+        moved = progress.wm_moved_from(self.progress)
+        self._set_progress(self.progress.merged(progress))
         now = time.monotonic()
-        if self.appended != self._appended_seen:  # data went out: it carried the meta with it
+        if self.appended != self._appended_seen:  # data went out: it carried the progress with it
             self._appended_seen, self._data_at = self.appended, now
         if grew:
             self.buffer.poke()
@@ -251,12 +240,20 @@ class OutputStream:
             self._wm_poked_at = now
             self.buffer.poke()
 
-    def reset(self, meta: dict[str, Any]) -> None:
+    def reopen(self) -> None:
+        """Withdraw the watermark without waking anyone: the stream goes on after its end after all."""
+        self._set_progress(self.progress.without_watermark())
+
+    def _set_progress(self, progress: StreamProgress) -> None:
+        self.progress = progress
+        self._progress_json = orjson.dumps(progress.to_json())
+
+    def reset(self, progress: StreamProgress) -> None:
         """Start over with new indices, e.g. because the original producer restarted."""
         self.buffer.reset(0)
         self._sizes.clear()
         self._sizes_start = self.held_bytes = 0
-        self.meta = dict(meta)
+        self._set_progress(progress)
 
     def render(self, after: int, *, oldest: int | None, latest: int | None) -> bytes:
         """The `/data` answer body, built from pre-encoded tuples."""
@@ -273,7 +270,7 @@ class OutputStream:
                 b',"tuples":[',
                 b",".join(items),
                 b'],"first":%d,"last":%d,"missed":%d,"meta":' % (page.first, page.last, page.missed),
-                orjson.dumps(self.meta),
+                self._progress_json,
                 b"}",
             )
         )
@@ -292,112 +289,5 @@ class OutputStream:
             "appended": self.appended,
             "requests": self.requests,
             "served_tuples": self.served_tuples,
-            "meta": self.meta,
-        }
-
-
-@dataclass(slots=True)
-class InputCounters:
-    received: int = 0
-    missed: int = 0
-    resets: int = 0
-    failovers: int = 0
-    decode_errors: int = 0  # upstream pages that could not be decoded (the pull failed over)
-    bad_sources: int = 0  # repository answers naming an unusable publisher address
-    waits_for_reader: int = 0  # times the pull task held off because the reader had not made room
-
-
-@dataclass
-class InputStream:
-    """A stream this worker pulls; tuples keep the original producer's indices."""
-
-    name: str
-    buffer: RingBuffer[Tuple]
-    meta: dict[str, Any] = field(default_factory=dict)
-    source: dict[str, Any] | None = None
-    counters: InputCounters = field(default_factory=InputCounters)
-    generation: int = 0  # bumped on every reset so readers can re-position
-    upstream_last: int = -1  # the publisher's newest index at the last fetch
-    #: Called after new tuples or a reset, so a component can wait on several inputs at once.
-    listeners: list[Callable[[], None]] = field(default_factory=list)
-    #: The newest index the reader has taken, once a reader keeps a position (``read_from_start``).
-    #: The pull task then waits for room rather than overwrite tuples nobody has read: back-pressure
-    #: like a Kafka consumer's bounded fetch buffer. None: nobody reads (overwriting is harmless).
-    consumed: int | None = None
-    _room: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def behind(self) -> bool:
-        """The publisher holds tuples this worker has not received yet."""
-        return self.upstream_last > self.buffer.last
-
-    def set_meta(self, meta: dict[str, Any]) -> None:
-        """The upstream meta of the latest fetch; a grown K or moved watermark wakes readers."""
-        grew = _k_grew(self.meta, meta)
-        moved = _wm_moved(self.meta, meta)
-        self.meta = meta
-        if grew or moved:
-            self.buffer.poke()  # a repeater waiting on this buffer passes the news on
-            self._notify()
-
-    def add(self, tuples: list[Tuple]) -> None:
-        for item in tuples:
-            self.buffer.append(item, item["i"])
-        self.counters.received += len(tuples)
-        self._notify()
-
-    def reset(self) -> None:
-        self.buffer.reset(0)
-        self.generation += 1
-        self.counters.resets += 1
-        if self.consumed is not None:
-            self.mark_consumed(-1)
-        self._notify()
-
-    # --- flow control between the pull task and the reader ---------------------
-
-    def read_from_start(self) -> None:
-        """A reader announces itself: from now on unread tuples are never overwritten."""
-        self.consumed = -1
-
-    def mark_consumed(self, index: int) -> None:
-        """The reader has taken everything up to ``index``."""
-        self.consumed = index
-        self._room.set()
-
-    def room(self) -> int:
-        """How many more tuples fit without overwriting unread ones."""
-        if self.consumed is None:
-            return self.buffer.capacity
-        unread = self.buffer.last - max(self.consumed, self.buffer.first - 1)
-        return self.buffer.capacity - unread
-
-    async def wait_for_room(self, needed: int) -> None:
-        """Hold the pull task until ``needed`` tuples fit (no timeout: the reader is in this process)."""
-        needed = min(needed, self.buffer.capacity)
-        if self.room() >= needed:
-            return
-        self.counters.waits_for_reader += 1
-        while self.room() < needed:
-            self._room.clear()
-            await self._room.wait()
-
-    def _notify(self) -> None:
-        for listener in self.listeners:
-            listener()
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "first": self.buffer.first,
-            "last": self.buffer.last,
-            "received": self.counters.received,
-            "missed": self.counters.missed,
-            "resets": self.counters.resets,
-            "failovers": self.counters.failovers,
-            "consumed": self.consumed,
-            "waits_for_reader": self.counters.waits_for_reader,
-            "decode_errors": self.counters.decode_errors,
-            "bad_sources": self.counters.bad_sources,
-            "meta": self.meta,
+            "meta": self.progress.to_json(),
         }

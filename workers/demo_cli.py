@@ -16,8 +16,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from pan.client import Source, http_url
 from pan.replay import replay
+from pan.repository_client import NoPublisher, RepositoryClient, RepositoryUnavailable
 from pan.specs import Workflow
 from pan.workflow import load_workflow
 from simulator.realistic import generate
@@ -64,10 +64,9 @@ async def _latest(session: aiohttp.ClientSession, workflow: Workflow, stream: st
     """The newest tuple of a stream, from whichever publisher the repository names."""
     repo = workflow.repository
     timeout = aiohttp.ClientTimeout(total=2)
-    with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError):
-        lookup = http_url(repo.host, repo.port, "/subscribe")
-        async with session.get(lookup, params={"s": stream}, timeout=timeout) as r:
-            source = Source.from_answer(orjson.loads(await r.read()))  # never a URL pasted from an answer
+    with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError, NoPublisher,
+                             RepositoryUnavailable):
+        source = await RepositoryClient((repo.host, repo.port), session=session).lookup(stream)  # checked address
         async with session.get(source.url("/data"), params={"s": stream, "l": "1"}, timeout=timeout) as r:
             tuples = orjson.loads(await r.read())["tuples"]
         return tuples[0] if tuples else None

@@ -16,13 +16,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import aiohttp
 import orjson
 
 from pan.client import StreamSubscriber
 from pan.ingest import send_lines
 from pan.lifeline import Lifeline
-from pan.repository import list_streams
+from pan.repository_client import RepositoryClient
 from pan.specs import Workflow
 from pan.workflow import load_workflow
 
@@ -53,19 +52,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 async def _wait_for_publishers(workflow: Workflow, streams: list[str], timeout_s: float = 30.0) -> None:
-    repo = workflow.repository
     wanted = sum(1 for w in workflow.workers if set(streams) & set(w.inputs) or set(streams) & set(w.inter_pan_inputs))
-    deadline = time.monotonic() + timeout_s
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            try:
-                known = await list_streams(session, repo.host, repo.port, timeout_s=1)
-                if all(len(known.get(s, [])) >= wanted for s in streams):
-                    return
-            except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
-                pass
-            await asyncio.sleep(0.2)
-    raise RuntimeError(f"publishers did not register within {timeout_s} s")
+    async with RepositoryClient((workflow.repository.host, workflow.repository.port)) as repository:
+        await repository.wait_for_publishers(streams, timeout_s, publishers=wanted)
 
 
 async def _replay(host: str, port: int, lines: list[bytes], speedup: float) -> None:

@@ -10,11 +10,12 @@ import sys
 
 import orjson
 
-from pan.client import StreamSubscriber, parse_address
+from pan.client import StreamSubscriber
 from pan.launcher import Launcher
 from pan.lifeline import die_with_launcher
 from pan.peer import run_peer
 from pan.repository import DEFAULT_PORT, RepositoryServer
+from pan.repository_client import parse_address
 from pan.specs import Workflow, WorkflowError
 from pan.workflow import load_workflow
 

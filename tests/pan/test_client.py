@@ -67,7 +67,7 @@ async def test_failover_between_publishers_without_duplicates(
     assert sub.source.port == other.server.port
     in_process = workers.local is not None
     assert sub.source_is_local == in_process
-    assert other.describe()["inputs"]["S"]["source"]["local"] == in_process  # the repeater's own pull
+    assert other.api.describe()["inputs"]["S"]["source"]["local"] == in_process  # the repeater's own pull
 
 
 async def test_producer_restart_applies_the_reset_policy(repository: RepositoryServer, workers: WorkerGroup) -> None:

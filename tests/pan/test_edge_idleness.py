@@ -249,7 +249,7 @@ async def test_the_simulator_promises_for_a_sensor_silent_in_event_time(
     finally:
         summary = await feed
     assert summary.streams["SENSOR4"].promises > 0 and summary.streams["SENSOR4"].ended
-    await wait_until(lambda: merge.outputs["X"].meta.get("wm") == END_OF_STREAM, timeout_s=30)
+    await wait_until(lambda: merge.outputs["X"].progress.wm == END_OF_STREAM, timeout_s=30)
     assert merge.outputs["X"].appended == len(ball) + 1000 and merge.outputs["X_late"].appended == 0
     counters = fwd.component.counters()
     assert counters["idle_declared"] == 0 and counters["promises_refused"] == {}

@@ -80,8 +80,8 @@ async def test_a_sensor_that_reconnects_resumes_its_stream(
 
     # The forwarder kept the stream open over the reconnects; only the end promise ended it.
     assert ball.ended and summary.streams["SENSOR13"].ended  # said once the data was exhausted
-    assert fwd.outputs["SENSOR4"].meta["wm"] == END_OF_STREAM
-    await wait_until(lambda: watermark.outputs["XW"].meta.get("wm") == END_OF_STREAM, timeout_s=30)
+    assert fwd.outputs["SENSOR4"].progress.wm == END_OF_STREAM
+    await wait_until(lambda: watermark.outputs["XW"].progress.wm == END_OF_STREAM, timeout_s=30)
     counters = fwd.component.counters()
     assert counters["promises_refused"] == {} and counters["idle_declared"] == 0
 

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pan.ingest import END_OF_STREAM, promise_line, send_lines
+from pan.progress import EMPTY
 from pan.repository import RepositoryServer
 from pan.specs import WorkflowError
 from pan.streams import OutputStream
@@ -275,7 +276,7 @@ async def test_a_forged_promise_from_another_connection_is_refused(fwd: Worker) 
         await wait_until(lambda: counters(fwd)["rows"] == 10)
         await send(fwd, [promise_line("SENSOR4", 2**62), promise_line("SENSOR4", 5 * 10**12)])
         await wait_until(lambda: counters(fwd)["promises_refused"].get("not_sender") == 2)
-        assert "wm" not in fwd.outputs["SENSOR4"].meta
+        assert fwd.outputs["SENSOR4"].progress.wm is None
         sensor.write(sensor_row(4, 10).encode() + b"\n")  # the real sensor goes on
         await sensor.drain()
         await wait_until(lambda: counters(fwd)["rows"] == 11)
@@ -284,9 +285,9 @@ async def test_a_forged_promise_from_another_connection_is_refused(fwd: Worker) 
     # Its clean close ends nothing (a reconnect resumes the stream); once it is closed, the
     # sensor's next connection may promise, here its end.
     await wait_until(lambda: counters(fwd)["open_connections"] == 0)
-    assert "wm" not in fwd.outputs["SENSOR4"].meta
+    assert fwd.outputs["SENSOR4"].progress.wm is None
     await send(fwd, [promise_line("SENSOR4")])
-    await wait_until(lambda: fwd.outputs["SENSOR4"].meta.get("wm") == END_OF_STREAM)
+    await wait_until(lambda: fwd.outputs["SENSOR4"].progress.wm == END_OF_STREAM)
 
 
 async def test_the_sender_may_promise_within_its_bound_or_the_end(
@@ -298,13 +299,13 @@ async def test_the_sender_may_promise_within_its_bound_or_the_end(
     try:
         sensor.write(sensor_row(4, base).encode() + b"\n" + promise_line("SENSOR4", base + 1000 * PS_PER_MS) + b"\n")
         await sensor.drain()
-        await wait_until(lambda: worker.outputs["SENSOR4"].meta.get("wm") == base + 1000 * PS_PER_MS)
+        await wait_until(lambda: worker.outputs["SENSOR4"].progress.wm == base + 1000 * PS_PER_MS)
         sensor.write(promise_line("SENSOR4", base + 1000 * PS_PER_MS + 1) + b"\n")
         await sensor.drain()
         await wait_until(lambda: counters(worker)["promises_refused"] == {"too_far_ahead": 1})
         sensor.write(promise_line("SENSOR4") + b"\n")  # the end: it could as well have closed
         await sensor.drain()
-        await wait_until(lambda: worker.outputs["SENSOR4"].meta.get("wm") == END_OF_STREAM)
+        await wait_until(lambda: worker.outputs["SENSOR4"].progress.wm == END_OF_STREAM)
         assert counters(worker)["promises"] == 2
     finally:
         sensor.close()
@@ -313,7 +314,7 @@ async def test_the_sender_may_promise_within_its_bound_or_the_end(
 async def test_a_stream_without_data_may_still_be_promised_its_end(fwd: Worker) -> None:
     """What `pan simulate` and `pan replay` send for sensors the data set has no rows for."""
     await send(fwd, [promise_line("SENSOR8")])
-    await wait_until(lambda: fwd.outputs["SENSOR8"].meta.get("wm") == END_OF_STREAM)
+    await wait_until(lambda: fwd.outputs["SENSOR8"].progress.wm == END_OF_STREAM)
     assert counters(fwd)["promises"] == 1 and counters(fwd)["promises_refused"] == {}
 
 
@@ -351,7 +352,7 @@ async def test_hostile_values_never_make_streams_or_metrics_fail(
         status, text = await get_json(f"http://127.0.0.1:{worker.server.port}/metrics")
         assert status == 200 and isinstance(text, str)
         assert_prometheus_text(text)
-    assert "wm" not in fwd.outputs["SENSOR8"].meta and counters(fwd)["per_stream"]["SENSOR4"] == 1
+    assert fwd.outputs["SENSOR8"].progress.wm is None and counters(fwd)["per_stream"]["SENSOR4"] == 1
     for stream in ("SENSOR4", "SENSOR8", "INTERRUPTIONS"):
         await data_page(fwd, stream)  # decodes
     assert counters(fwd)["promises_refused"] == {"not_int64": 2, "ts_out_of_range": 1}  # "soon": malformed
@@ -403,7 +404,7 @@ def test_held_bytes_always_match_what_the_buffer_holds(ops: list[tuple[int, int,
         elif kind == 2:
             output.append({"p": "x" * size})
         elif count == 1:
-            output.reset({})
+            output.reset(EMPTY)
         page = output.buffer.read(-1, oldest=1000)
         assert output.held_bytes == sum(map(len, page.items))
         assert output.held_bytes <= 1500 or len(page.items) == 1
@@ -431,7 +432,7 @@ async def test_an_idle_connection_is_closed_without_ending_its_streams(
         writer.close()
     assert counters(worker)["idle_timeouts"] == 1 and counters(worker)["truncated"] == 1
     assert counters(worker)["open_connections"] == 0
-    assert "wm" not in worker.outputs["SENSOR4"].meta  # it did not say goodbye: more may come
+    assert worker.outputs["SENSOR4"].progress.wm is None  # it did not say goodbye: more may come
     await send(worker, [sensor_row(4, 3).encode()])  # a sender that reconnects goes on
     await wait_until(lambda: worker.outputs["SENSOR4"].buffer.last == 1)
 
@@ -492,7 +493,7 @@ async def test_a_simulated_sensor_that_pauses_past_the_idle_timeout_reconnects_w
         await wait_until(lambda: not link.connected)  # the link notices the receiver's close
         assert await link.ensure(force=True) and await link.send(sensor_row(4, 2).encode() + b"\n")
         await wait_until(lambda: counters(worker)["rows"] == 2)
-        assert "wm" not in worker.outputs["SENSOR4"].meta  # the idle close ended nothing
+        assert worker.outputs["SENSOR4"].progress.wm is None  # the idle close ended nothing
     finally:
         await link.close()
     assert [int(t.split(b'"ts":')[1].split(b",")[0]) for t in held(worker, "SENSOR4")] == [1, 2]

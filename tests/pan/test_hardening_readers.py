@@ -30,9 +30,10 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pan.client import StreamSubscriber, parse_address
+from pan.client import StreamSubscriber
 from pan.local import LocalPublishers
 from pan.repository import RepositoryServer
+from pan.repository_client import parse_address
 from pan.ringbuffer import RingBuffer
 from pan.web import HttpServer
 from pan.worker import Worker

@@ -16,7 +16,8 @@ import aiohttp
 import orjson
 import pytest
 
-from pan.repository import SWEEP_STEPS, Registry, RegistryLimits, RepositoryServer, list_streams
+from pan.repository import SWEEP_STEPS, Registry, RegistryLimits, RepositoryServer
+from pan.repository_client import RepositoryClient
 from pan.web import free_port
 from tests.conftest import HOST, get_json
 
@@ -265,8 +266,8 @@ async def test_default_bounds_hold_a_full_game_with_headroom(repository: Reposit
         assert (await publish_many(repository, mine, 9000 + peer))[0] == 200
         assert (await publish_many(repository, mine, 9100 + peer, rep=True, lvl=1))[0] == 200
         assert (await publish_many(repository, mine, 9200 + peer, rep=True, lvl=2))[0] == 200
-    async with aiohttp.ClientSession() as session:
-        listed = await list_streams(session, HOST, repository.port)
+    async with RepositoryClient((HOST, repository.port)) as client:
+        listed = await client.streams()
     assert len(listed) == 450 and all(len(pubs) == 3 for pubs in listed.values())
 
 
@@ -352,8 +353,8 @@ async def test_streams_and_debug_come_in_pages(repository: RepositoryServer) -> 
         if after is None:
             break
     assert seen == expected
-    async with aiohttp.ClientSession() as session:
-        assert sorted(await list_streams(session, HOST, repository.port, page=7)) == expected
+    async with RepositoryClient((HOST, repository.port)) as client:
+        assert sorted(await client.streams(page=7)) == expected
     status, html_page = await get_json(url(repository, "debug"), limit=10)
     assert status == 200 and html_page.count("<tr><td>") == 10
     assert re.search(r'href="\?after=S09&amp;limit=10"', html_page)

@@ -13,14 +13,13 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
-import aiohttp
 import orjson
 import psutil
 import pytest
 
 from pan.client import StreamSubscriber
 from pan.ingest import send_lines
-from pan.repository import list_streams
+from pan.repository_client import RepositoryClient, RepositoryUnavailable
 from pan.web import free_port
 from tests.conftest import (
     Processes,
@@ -40,8 +39,8 @@ STREAMS = ["SENSOR4", "SENSOR47"]
 
 async def repository_streams(port: int) -> dict[str, list[dict]]:
     """Every stream the repository lists, across its `/streams` pages."""
-    async with aiohttp.ClientSession() as session:
-        return await list_streams(session, "127.0.0.1", port, timeout_s=10)
+    async with RepositoryClient(("127.0.0.1", port), timeout_s=10) as repository:
+        return await repository.streams()
 
 
 class Feeder:
@@ -80,14 +79,8 @@ async def network(processes: Processes) -> AsyncIterator[dict]:
     path = processes.write_workflow(workflow_dict(repo_port, specs, refresh_ms=REFRESH_MS))
     run = processes.pan("run", str(path), log_name="run")
 
-    async def registered() -> bool:
-        try:
-            known = await repository_streams(repo_port)
-        except (OSError, ValueError, aiohttp.ClientError):
-            return False
-        return all(len(known.get(s, [])) == 3 for s in STREAMS)
-
-    await wait_until(registered, timeout_s=30)
+    async with RepositoryClient(("127.0.0.1", repo_port)) as repository:
+        await repository.wait_for_publishers(STREAMS, 30, publishers=3)  # the forwarder and both repeaters
     feeder = Feeder(specs[0]["ingest_port"])
     feeder.start()
     yield {"run": run, "specs": specs, "repo_port": repo_port, "feeder": feeder, "processes": processes}
@@ -171,7 +164,7 @@ async def test_sigkill_of_the_publisher_in_use_and_repository_restart(network: d
             async def re_registered() -> bool:
                 try:
                     known = await repository_streams(network["repo_port"])
-                except (OSError, ValueError, aiohttp.ClientError):
+                except RepositoryUnavailable:
                     return False
                 ports = {p["port"] for p in known.get("SENSOR4", [])}
                 return ports == {s["port"] for s in survivors}

@@ -408,7 +408,7 @@ def test_notice_only_acts_on_growth():
     unit.push("B", [{"ts": 0}])
     unit.push("A", [{"ts": 90}])  # a real delay of 90 on B
     assert unit.notice_upstream_k("B", 85) is True and unit.k == 95  # measured 90 + growth of 5
-    assert unit.meta()["k"] == 95
+    assert unit.progress().k == 95
     with pytest.raises(ValueError):
         unit.notice_upstream_k("B", -1)
 

@@ -318,13 +318,13 @@ async def test_end_lines_end_the_streams(repository: RepositoryServer, workers: 
     await wait_until(lambda: merger.outputs["X"].buffer.last >= 0, timeout_s=10)
     await asyncio.sleep(0.3)
     assert merger.outputs["X"].buffer.last < 79  # closed connections end nothing: the last rows are held
-    assert "wm" not in producer.outputs["SENSOR4"].meta
+    assert producer.outputs["SENSOR4"].progress.wm is None
     await send_lines("127.0.0.1", fwd["ingest_port"], [promise_line("SENSOR4"), promise_line("SENSOR8")])
     await wait_until(lambda: merger.outputs["X"].buffer.last == 79, timeout_s=10)
     merged = [orjson.loads(b)["ts"] for b in merger.outputs["X"].buffer.read(-1, oldest=100).items]
     assert merged == sorted(merged) and len(merged) == 80
-    assert producer.outputs["SENSOR4"].meta["wm"] == END_OF_STREAM
-    await wait_until(lambda: merger.outputs["X"].meta.get("wm") == END_OF_STREAM)  # the merge's output ended too
+    assert producer.outputs["SENSOR4"].progress.wm == END_OF_STREAM
+    await wait_until(lambda: merger.outputs["X"].progress.wm == END_OF_STREAM)  # the merge's output ended too
 
 
 async def test_a_promise_line_releases_a_sensor_that_sends_nothing(

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from pan.progress import StreamProgress
 from pan.repository import RepositoryServer
 from pan.worker import Worker
 from tests.conftest import WorkerGroup, forwarder, get_json, make_workflow
@@ -75,7 +76,7 @@ async def test_long_poll_returns_as_soon_as_data_arrives(worker: Worker) -> None
 async def test_meta_change_ends_only_long_polls_that_ask_for_it(worker: Worker) -> None:
     fill(worker, "S", 1)
     loop = asyncio.get_running_loop()
-    loop.call_later(0.1, worker.outputs["S"].update_meta, {"k": 7})
+    loop.call_later(0.1, worker.outputs["S"].publish, StreamProgress(k=7))
     started = time.monotonic()
 
     async def timed(**params: object) -> tuple[float, dict]:

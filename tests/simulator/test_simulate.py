@@ -226,14 +226,14 @@ async def test_routed_sensor_without_data_is_promised_ended(repository: Reposito
     summary = await simulate(SimulateOptions(workflow, data, speedup=0))
     assert summary.no_data == ["SENSOR12"] and summary.errors == []
     assert summary.as_dict()["no_data"] == ["SENSOR12"]
-    await wait_until(lambda: worker.outputs["SENSOR12"].meta.get("wm") == 2**62)
+    await wait_until(lambda: worker.outputs["SENSOR12"].progress.wm == 2**62)
     assert worker.outputs["SENSOR12"].buffer.last == -1
     ended = [s for s in ("SENSOR4", "SENSOR13") if summary.streams[s].ended]
     assert ended == ["SENSOR4", "SENSOR13"]  # each sensor's end promise went out when its data was exhausted
     silent = sum(stats.promises for stats in summary.streams.values())
     await wait_until(lambda: worker.component.counters()["promises"] == 1 + len(ended) + silent)
     assert worker.component.counters()["rows"] == 220 and worker.component.counters()["promises_refused"] == {}
-    assert worker.outputs["SENSOR4"].meta.get("wm") == worker.outputs["SENSOR13"].meta.get("wm") == 2**62
+    assert worker.outputs["SENSOR4"].progress.wm == worker.outputs["SENSOR13"].progress.wm == 2**62
 
 
 @pytest.mark.parametrize("speedup", [0.0, 4.0])

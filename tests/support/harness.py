@@ -12,10 +12,12 @@ from typing import Any
 import orjson
 
 from pan.catalog import get_component_type
+from pan.channel import InputChannel
 from pan.component import Component, ComponentContext
+from pan.progress import StreamProgress
 from pan.ringbuffer import RingBuffer
 from pan.specs import WorkerSpec, WorkflowError
-from pan.streams import InputStream, OutputStream
+from pan.streams import OutputStream
 
 
 def build_component(
@@ -32,8 +34,10 @@ def build_component(
         raise WorkflowError(problems, spec.name)
     ctx = ComponentContext(
         spec=spec,
-        inputs={n: InputStream(n, RingBuffer(buffer_size)) for n in component_type.input_names(spec)},
-        outputs={n: OutputStream(n, buffer_size, {"epoch": "test"}) for n in component_type.output_names(spec)},
+        inputs={n: InputChannel(n, RingBuffer(buffer_size)) for n in component_type.input_names(spec)},
+        outputs={
+            n: OutputStream(n, buffer_size, StreamProgress(epoch="test")) for n in component_type.output_names(spec)
+        },
         log=logging.getLogger(spec.name),
     )
     return component_type(ctx)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pan.progress import StreamProgress
 from pan.specs import WorkflowError
 from tests.conftest import wait_until
 from tests.support.harness import build_component, output_tuples
@@ -171,7 +172,7 @@ class Feeder:
         self.next_index[stream.name] = start + len(tss)
 
     def promise(self, sid: int, ts: int) -> None:
-        self.comp.ctx.inputs[f"SENSOR{sid}"].set_meta({"wm": ts})
+        self.comp.ctx.inputs[f"SENSOR{sid}"].set_progress(StreamProgress(wm=ts))
 
 
 async def started_a3_and_a2() -> tuple[Any, Feeder, Callable[[], int], asyncio.Task[None]]:
@@ -182,7 +183,7 @@ async def started_a3_and_a2() -> tuple[Any, Feeder, Callable[[], int], asyncio.T
     out = comp.ctx.outputs["A2"]
 
     def a2_wm() -> int:
-        wm = out.meta.get("wm")
+        wm = out.progress.wm
         return wm if isinstance(wm, int) else -1
 
     return comp, Feeder(comp), a2_wm, asyncio.create_task(comp.run())

@@ -1,0 +1,228 @@
+"""One input of a worker: the pull task, its buffer, the upstream progress and back-pressure.
+
+The split follows Kafka's consumer (a fetcher that talks to brokers, apart from the
+subscription state that readers consume) and Flink's input channels (which hold the
+upstream watermark next to the buffered records):
+
+* ``InputChannel`` owns the ring buffer the pull fills, the producer's progress of the
+  latest fetch, the counters, and ``pull(subscriber)``: the task that fetches through a
+  ``StreamSubscriber`` (which keeps the fetch position, the epoch and the failover between
+  publishers) whenever the buffer has room;
+* a ``Cursor`` is one reader's position in the buffer. While a cursor exists, the pull
+  never overwrites what it has not read: a slow component delays its input instead of
+  losing it. ``read`` starts over by itself when the producer restarted.
+
+Tuples keep the original producer's indices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pan.progress import EMPTY, StreamProgress
+from pan.ringbuffer import RingBuffer
+
+if TYPE_CHECKING:
+    from pan.client import StreamSubscriber
+
+Tuple = dict[str, Any]
+
+
+@dataclass(slots=True)
+class InputCounters:
+    received: int = 0
+    missed: int = 0
+    resets: int = 0
+    failovers: int = 0
+    decode_errors: int = 0  # upstream pages that could not be decoded (the pull failed over)
+    bad_sources: int = 0  # repository answers naming an unusable publisher address
+    waits_for_reader: int = 0  # times the pull task held off because the reader had not made room
+
+
+@dataclass(slots=True)
+class Batch:
+    """What one ``Cursor.read`` took: tuples in index order after index ``after``."""
+
+    after: int  # the cursor's position before this read (-1 after a restart)
+    indices: list[int]
+    items: list[Tuple]
+    missed: int  # indices overwritten before the reader came to them
+    restarted: bool = False  # the producer restarted since the last read: the buffer started over
+
+
+class InputChannel:
+    """A stream this worker pulls, buffered for its component."""
+
+    def __init__(self, name: str, buffer: RingBuffer[Tuple]) -> None:
+        self.name = name
+        self.buffer = buffer
+        self.progress: StreamProgress = EMPTY  # the producer's progress at the latest fetch
+        self.generation = 0  # bumped on every reset (the producer restarted)
+        #: Called after new tuples, a reset or news in the progress, so a component can wait on several inputs.
+        self.listeners: list[Callable[[], None]] = []
+        self.subscriber: StreamSubscriber | None = None  # while ``pull`` runs
+        self._received = 0
+        self._resets = 0
+        self._waits_for_reader = 0
+        self._cursors: list[Cursor] = []
+        self._room = asyncio.Event()
+
+    # --- the pull task --------------------------------------------------------------
+
+    async def pull(self, subscriber: StreamSubscriber, page: int) -> None:
+        """Fill the buffer through ``subscriber`` forever, ``page`` tuples at most per fetch."""
+        self.subscriber = subscriber
+        while True:
+            await self.wait_for_room(page)  # a slow component holds the pull; nothing is overwritten
+            fetch = await subscriber.fetch()
+            self.set_progress(fetch.progress)
+            if fetch.reset:
+                self.reset()
+            if fetch.tuples:
+                self.add(fetch.tuples)
+
+    @property
+    def upstream_last(self) -> int:
+        """The publisher's newest index at the last fetch."""
+        return -1 if self.subscriber is None else self.subscriber.upstream_last
+
+    @property
+    def behind(self) -> bool:
+        """The publisher holds tuples this worker has not received yet."""
+        return self.upstream_last > self.buffer.last
+
+    @property
+    def source(self) -> dict[str, Any] | None:
+        """The publisher pulled from now (None while looking for one)."""
+        subscriber = self.subscriber
+        if subscriber is None or subscriber.source is None:
+            return None
+        source = subscriber.source
+        return {"host": source.host, "port": source.port, "rep": source.rep, "lvl": source.lvl,
+                "local": subscriber.source_is_local}
+
+    @property
+    def counters(self) -> InputCounters:
+        """What happened to this input so far (the pull's failovers and losses included)."""
+        counters = InputCounters(self._received, resets=self._resets, waits_for_reader=self._waits_for_reader)
+        if self.subscriber is not None:
+            stats = self.subscriber.stats
+            counters.missed, counters.failovers = stats.missed, stats.failovers
+            counters.decode_errors, counters.bad_sources = stats.decode_errors, stats.bad_sources
+        return counters
+
+    # --- what the pull brings (also for offline use: tests, benchmarks) -------------
+
+    def set_progress(self, progress: StreamProgress) -> None:
+        """The upstream progress of the latest fetch; a grown K or moved watermark wakes readers."""
+        grew = progress.k_grew_from(self.progress)
+        moved = progress.wm_moved_from(self.progress)
+        self.progress = progress
+        if grew or moved:
+            self.buffer.poke()  # a repeater waiting on this buffer passes the news on
+            self._notify()
+
+    def add(self, tuples: list[Tuple]) -> None:
+        for item in tuples:
+            self.buffer.append(item, item["i"])
+        self._received += len(tuples)
+        self._notify()
+
+    def reset(self) -> None:
+        """The producer restarted: the buffer starts over, and so does every cursor."""
+        self.buffer.reset(0)
+        self.generation += 1
+        self._resets += 1
+        for cursor in self._cursors:
+            cursor.position = -1
+        self._room.set()
+        self._notify()
+
+    def _notify(self) -> None:
+        for listener in self.listeners:
+            listener()
+
+    # --- readers and back-pressure ------------------------------------------------------
+
+    def cursor(self) -> Cursor:
+        """A reader from the start: from now on, tuples it has not read are never overwritten."""
+        cursor = Cursor(self)
+        self._cursors.append(cursor)
+        return cursor
+
+    @property
+    def consumed(self) -> int | None:
+        """The newest index every reader has taken (None without readers: overwriting is harmless)."""
+        return min((c.position for c in self._cursors), default=None)
+
+    def room(self) -> int:
+        """How many more tuples fit without overwriting unread ones."""
+        consumed = self.consumed
+        if consumed is None:
+            return self.buffer.capacity
+        unread = self.buffer.last - max(consumed, self.buffer.first - 1)
+        return self.buffer.capacity - unread
+
+    async def wait_for_room(self, needed: int) -> None:
+        """Hold the pull task until ``needed`` tuples fit (no timeout: the reader is in this process)."""
+        needed = min(needed, self.buffer.capacity)
+        if self.room() >= needed:
+            return
+        self._waits_for_reader += 1
+        while self.room() < needed:
+            self._room.clear()
+            await self._room.wait()
+
+    def describe(self) -> dict[str, Any]:
+        counters = self.counters
+        return {
+            "source": self.source,
+            "first": self.buffer.first,
+            "last": self.buffer.last,
+            "received": counters.received,
+            "missed": counters.missed,
+            "resets": counters.resets,
+            "failovers": counters.failovers,
+            "consumed": self.consumed,
+            "waits_for_reader": counters.waits_for_reader,
+            "decode_errors": counters.decode_errors,
+            "bad_sources": counters.bad_sources,
+            "meta": self.progress.to_json(),
+        }
+
+
+@dataclass(eq=False)
+class Cursor:
+    """One reader's position in an input channel (made by ``InputChannel.cursor``)."""
+
+    channel: InputChannel
+    position: int = -1  # the newest index read
+    _generation: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._generation = self.channel.generation
+
+    def read(self, limit: int) -> Batch:
+        """Up to ``limit`` tuples after the position; taking them makes room for the pull."""
+        channel = self.channel
+        restarted = self._generation != channel.generation
+        if restarted:  # the producer restarted: its indices start over
+            self.position, self._generation = -1, channel.generation
+        after = self.position
+        page = channel.buffer.read(after, oldest=limit)
+        if page.items:
+            self.position = page.indices[-1]
+            channel._room.set()
+        return Batch(after, page.indices, page.items, page.missed, restarted)
+
+    @property
+    def caught_up(self) -> bool:
+        """This reader has everything the publisher had at the last fetch."""
+        return not self.channel.behind and self.position >= self.channel.buffer.last
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until a tuple beyond the position arrives or the progress changes, at most ``timeout_s``."""
+        await self.channel.buffer.wait_beyond(self.position, timeout_s, meta=True)

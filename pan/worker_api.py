@@ -1,0 +1,175 @@
+"""A worker's HTTP API: ``/data``, ``/streams``, ``/metrics``, ``/debug`` and ``/health``.
+
+The routes and their handlers, apart from the worker's lifecycle (as aiohttp's
+application is apart from its runner and site): the worker builds its
+``WorkerApi``, serves ``api.app`` with an ``HttpServer`` and registers
+``api.serve_data`` for in-process subscribers. The contracts are in
+docs/openapi-worker.yaml.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from pan.metrics import MetricsText
+from pan.web import (
+    BadRequest,
+    NotFound,
+    add_http_metrics,
+    json_response,
+    make_app,
+    query_bool,
+    query_int,
+    query_str,
+    raw_json_response,
+)
+
+if TYPE_CHECKING:
+    from pan.worker import Worker
+
+MAX_PAGE = 100_000  # tuples per /data answer
+DEFAULT_PAGE = 10_000  # when neither l nor n is given
+MAX_WAIT_MS = 60_000
+HOLDER_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+MAX_INDEX = 2**63 - 1
+
+
+class WorkerApi:
+    """Answers HTTP (and in-process ``/data``) requests about one worker's streams."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.app = make_app()
+        self.app.add_routes(
+            [
+                web.get("/data", self.handle_data),
+                web.get("/streams", self.handle_streams),
+                web.get("/debug", self.handle_debug),
+                web.get("/health", self.handle_health),
+                web.get("/metrics", self.handle_metrics),
+            ]
+        )
+
+    # --- /data ----------------------------------------------------------------------
+
+    async def handle_data(self, request: web.Request) -> web.Response:
+        q = request.query
+        name = query_str(q, "s", required=True)
+        after = query_int(q, "i", default=-1, minimum=-1, maximum=MAX_INDEX)
+        latest = query_int(q, "l", minimum=1, maximum=MAX_PAGE)
+        oldest = query_int(q, "n", minimum=1, maximum=MAX_PAGE)
+        wait_ms = query_int(q, "w", default=0, minimum=0, maximum=MAX_WAIT_MS)
+        wake_on_meta = query_bool(q, "m")
+        hold = query_str(q, "hold")
+        if latest is not None and oldest is not None:
+            raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
+        if hold is not None and not HOLDER_NAME.fullmatch(hold):
+            raise BadRequest("parameter 'hold' must be 1-64 letters, digits or . _ : -")
+        assert name is not None and after is not None and wait_ms is not None
+        return raw_json_response(await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta, hold))
+
+    async def serve_data(
+        self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
+        hold: str | None = None,
+    ) -> bytes:
+        """The `/data` answer body for validated parameters (HTTP and in-process subscribers).
+
+        ``hold``: the reader's name, if it must lose nothing (``OutputStream.hold``).
+        """
+        stream = self.worker.outputs.get(name)
+        if stream is None:
+            raise NotFound(f"worker '{self.worker.spec.name}' does not publish stream '{name}'")
+        if hold is not None:
+            stream.hold(hold, after)
+        if latest is None and oldest is None:
+            oldest = DEFAULT_PAGE
+        if wait_ms and stream.buffer.last <= after:
+            await stream.buffer.wait_beyond(after, wait_ms / 1000, meta=wake_on_meta)
+        return stream.render(after, oldest=oldest, latest=latest)
+
+    # --- state ----------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """The `/streams` answer."""
+        worker = self.worker
+        return {
+            "status": "ok",
+            "worker": worker.spec.name,
+            "type": worker.spec.type,
+            "host": worker.spec.host,
+            "port": worker.server.port,
+            "epoch": worker.epoch,
+            "rep": worker.rep,
+            "lvl": worker.level,
+            "inputs": {name: stream.describe() for name, stream in worker.inputs.items()},
+            "outputs": {name: stream.counters() for name, stream in worker.outputs.items()},
+            "component": worker.component.counters(),
+        }
+
+    async def handle_streams(self, request: web.Request) -> web.Response:
+        return json_response(self.describe())
+
+    async def handle_health(self, request: web.Request) -> web.Response:
+        return json_response({"status": "ok", "worker": self.worker.spec.name, "epoch": self.worker.epoch})
+
+    async def handle_metrics(self, request: web.Request) -> web.Response:
+        worker = self.worker
+        metrics = MetricsText(worker=worker.spec.name)
+        for name, out in worker.outputs.items():
+            metrics.add("pan_output_last_index", out.buffer.last, "gauge", stream=name)
+            metrics.add("pan_output_held_tuples", len(out.buffer), "gauge", stream=name)
+            metrics.add("pan_output_appended_total", out.appended, "counter", stream=name)
+            metrics.add("pan_output_requests_total", out.requests, "counter", stream=name)
+            metrics.add("pan_output_served_tuples_total", out.served_tuples, "counter", stream=name)
+            metrics.add("pan_output_held_bytes", out.held_bytes, "gauge", stream=name)
+            metrics.add("pan_output_dropped_for_bytes_total", out.dropped_for_bytes, "counter", stream=name)
+        for name, inp in worker.inputs.items():
+            counters = inp.counters
+            metrics.add("pan_input_last_index", inp.buffer.last, "gauge", stream=name)
+            metrics.add("pan_input_received_total", counters.received, "counter", stream=name)
+            metrics.add("pan_input_missed_total", counters.missed, "counter", stream=name)
+            metrics.add("pan_input_resets_total", counters.resets, "counter", stream=name)
+            metrics.add("pan_input_failovers_total", counters.failovers, "counter", stream=name)
+            metrics.add("pan_input_decode_errors_total", counters.decode_errors, "counter", stream=name)
+            metrics.add("pan_input_bad_sources_total", counters.bad_sources, "counter", stream=name)
+            metrics.add("pan_input_waits_for_reader_total", counters.waits_for_reader, "counter", stream=name)
+        component = worker.component.counters()
+        ordering = component.get("ordering")
+        if isinstance(ordering, dict) and "delay_histogram" in ordering:
+            hist = ordering["delay_histogram"]
+            metrics.add_histogram(
+                "pan_ordering_delay_seconds", hist["buckets"], hist["sum_ps"], hist["count"], scale=1e-12
+            )
+        metrics.add_flat("pan_component", component)
+        add_http_metrics(metrics, worker.server)
+        return web.Response(text=metrics.render(), content_type="text/plain", charset="utf-8")
+
+    async def handle_debug(self, request: web.Request) -> web.Response:
+        worker = self.worker
+        info = self.describe()
+        page = (
+            f"<!doctype html><html><head><title>PAN worker {html.escape(worker.spec.name)}</title></head><body>"
+            f"<h1>{html.escape(worker.spec.name)} ({html.escape(worker.spec.type)})</h1>"
+            f"<p>epoch {worker.epoch}, level {worker.level}, repository {worker.repository.address}</p>"
+            + _table("Inputs", info["inputs"])
+            + _table("Outputs", info["outputs"])
+            + f"<h2>Component</h2><pre>{html.escape(str(info['component']))}</pre></body></html>"
+        )
+        return web.Response(text=page, content_type="text/html")
+
+
+def _table(title: str, rows: dict[str, dict[str, Any]]) -> str:
+    """One HTML table, a row per stream and a column per key any row has."""
+    keys = sorted({key for row in rows.values() for key in row})
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in ["stream", *keys])
+    body = "".join(
+        "<tr><td>" + html.escape(name) + "</td>"
+        + "".join(f"<td>{html.escape(str(row.get(k, '')))}</td>" for k in keys)
+        + "</tr>"
+        for name, row in rows.items()
+    )
+    return f"<h2>{title}</h2><table border=1><tr>{head}</tr>{body}</table>"

@@ -1,0 +1,74 @@
+"""StreamProgress: the typed `/data` meta encodes to exactly the JSON it was decoded from."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from pan.progress import EMPTY, END_OF_STREAM, StreamProgress
+from pan.streams import OutputStream
+
+WIRE_SAMPLES = [
+    b"{}",
+    b'{"epoch":"4f1c0a"}',
+    b'{"epoch":"4f1c0a","wm":123}',
+    b'{"epoch":"4f1c0a","k":5000000000,"clk":null,"late":0}',
+    b'{"epoch":"4f1c0a","k":5,"clk":17,"late":2,"wm":4611686018427387904}',
+    b'{"k":"x","wm":true,"clk":1.5,"late":-1,"epoch":7}',  # malformed values of known keys
+    b'{"epoch":"e","future":{"a":[1,2]},"wm":3}',  # a key this version does not know
+    b'{"k":-4}',  # a negative K is no K
+]
+
+
+@pytest.mark.parametrize("wire", WIRE_SAMPLES)
+def test_round_trip_keeps_the_wire_json(wire: bytes) -> None:
+    progress = StreamProgress.from_json(orjson.loads(wire))
+    assert orjson.loads(orjson.dumps(progress.to_json())) == orjson.loads(wire)
+
+
+def test_producer_progress_encodes_byte_for_byte_as_the_meta_dict_did() -> None:
+    progress = StreamProgress(epoch="e").merged(StreamProgress.from_json({"k": 5, "clk": None, "late": 0}))
+    progress = progress.merged(StreamProgress(wm=9))
+    assert orjson.dumps(progress.to_json()) == b'{"epoch":"e","k":5,"clk":null,"late":0,"wm":9}'
+
+
+def test_typed_fields_hold_only_well_formed_values() -> None:
+    progress = StreamProgress.from_json({"k": "x", "wm": True, "clk": None, "epoch": 7, "late": 3})
+    assert (progress.epoch, progress.k, progress.clk, progress.late, progress.wm) == (None, None, None, 3, None)
+    assert dict(progress.other) == {"k": "x", "wm": True, "clk": None, "epoch": 7}
+    assert StreamProgress.from_json(None) is EMPTY and StreamProgress.from_json({}) is EMPTY
+
+
+def test_merge_replaces_what_the_newer_states_like_a_dict_update() -> None:
+    old = StreamProgress.from_json({"epoch": "e", "k": 5, "clk": None, "wm": 1})
+    new = old.merged(StreamProgress.from_json({"k": 6, "clk": 3}))
+    assert new.to_json() == {"epoch": "e", "k": 6, "clk": 3, "wm": 1}
+    malformed = new.merged(StreamProgress.from_json({"wm": "soon"}))
+    assert malformed.wm is None and malformed.to_json()["wm"] == "soon"
+
+
+def test_end_and_reopen() -> None:
+    ended = StreamProgress(epoch="e", wm=END_OF_STREAM)
+    assert ended.ended and not StreamProgress(wm=1).ended
+    assert ended.without_watermark().to_json() == {"epoch": "e"}
+    assert StreamProgress.from_json({"wm": "x", "z": 1}).without_watermark().to_json() == {"z": 1}
+
+
+def test_k_growth_and_watermark_moves() -> None:
+    assert StreamProgress(k=5).k_grew_from(StreamProgress(k=4))
+    assert not StreamProgress(k=4).k_grew_from(StreamProgress(k=4))
+    assert not StreamProgress(k=0).k_grew_from(EMPTY)
+    assert not EMPTY.k_grew_from(StreamProgress(k=4))
+    assert StreamProgress(wm=-(2**62)).wm_moved_from(EMPTY)
+    assert not StreamProgress(wm=3).wm_moved_from(StreamProgress(wm=3))
+    assert not EMPTY.wm_moved_from(StreamProgress(wm=3))
+
+
+def test_output_stream_serves_its_progress_as_meta() -> None:
+    output = OutputStream("S", 10, StreamProgress(epoch="e"))
+    output.publish(StreamProgress.from_json({"k": 5, "clk": None, "late": 0}))
+    output.publish(StreamProgress(wm=END_OF_STREAM))
+    output.reopen()
+    body = output.render(-1, oldest=10, latest=None)
+    assert body.endswith(b'"meta":{"epoch":"e","k":5,"clk":null,"late":0}}')
+    assert output.counters()["meta"] == {"epoch": "e", "k": 5, "clk": None, "late": 0}
