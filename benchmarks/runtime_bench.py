@@ -135,9 +135,8 @@ async def serve(config: dict[str, Any]) -> None:
         host=HOST,
         port=0,
         peer="bench",
-        ingest_port=0,
-        inter_pan_inputs=list(config["streams"]),
         buffer_size=int(config["buffer_size"]),
+        params={"ingest_port": 0, "inter_pan_inputs": list(config["streams"]), "decoder": "debs_csv"},
     )
     worker = Worker(spec, RepositorySpec(HOST, repository_port))
     stop = asyncio.Event()
@@ -493,8 +492,8 @@ async def bench_latency_in_process(samples: int, interval_s: float) -> dict[str,
     repository = RepositoryServer(HOST, 0)
     await repository.start()
     spec = WorkerSpec(
-        name="bench-in-process", type="forwarder", host=HOST, port=0, peer="bench", ingest_port=0,
-        inter_pan_inputs=[LATENCY_STREAM], buffer_size=100_000,
+        name="bench-in-process", type="forwarder", host=HOST, port=0, peer="bench", buffer_size=100_000,
+        params={"ingest_port": 0, "inter_pan_inputs": [LATENCY_STREAM], "decoder": "debs_csv"},
     )
     worker = Worker(spec, RepositorySpec(HOST, repository.port))
     await worker.start()

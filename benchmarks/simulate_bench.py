@@ -94,13 +94,15 @@ def main() -> None:
         workflow = {
             "name": "bench", "repository": {"host": "127.0.0.1", "port": free_port()},
             "workers": [{"name": "F", "type": "forwarder", "host": "127.0.0.1", "port": http_port,
-                         "ingest_port": free_port(), "inter_pan_inputs": streams, "buffer_size": 100_000}],
+                         "buffer_size": 100_000,
+                         "params": {"ingest_port": free_port(), "inter_pan_inputs": streams, "decoder": "debs_csv"}}],
         }
         wf_path = Path(tmp) / "wf.json"
         wf_path.write_text(json.dumps(workflow))
         command = [sys.executable, "-m", "pan", "run", str(wf_path)]
         if args.sink == "discard":
-            command = [sys.executable, "-c", DISCARD, str(workflow["workers"][0]["ingest_port"]), str(http_port)]
+            ingest_port = workflow["workers"][0]["params"]["ingest_port"]
+            command = [sys.executable, "-c", DISCARD, str(ingest_port), str(http_port)]
         runtime = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    **shared_lifeline().spawn_options())  # dies with us, even on SIGKILL
         try:

@@ -86,7 +86,7 @@ async def network(processes: Processes) -> AsyncIterator[dict]:
         return all(len(known.get(s, [])) == 3 for s in STREAMS)
 
     await wait_until(registered, timeout_s=30)
-    feeder = Feeder(specs[0]["ingest_port"])
+    feeder = Feeder(specs[0]["params"]["ingest_port"])
     feeder.start()
     yield {"run": run, "specs": specs, "repo_port": repo_port, "feeder": feeder, "processes": processes}
     await feeder.stop()
