@@ -17,10 +17,10 @@ import aiohttp
 import orjson
 
 from pan.client import Source, http_url
-from pan.replay import replay
 from pan.specs import Workflow
 from pan.workflow import load_workflow
 from simulator.realistic import generate
+from simulator.replay import replay
 from simulator.simulate import SimulateOptions, simulate
 from simulator.split import split
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_S
