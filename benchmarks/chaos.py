@@ -161,7 +161,7 @@ async def control_probes(cluster: parts.Cluster, t0: float, feeder: common.Child
 
 
 def output_streams(cluster: parts.Cluster) -> list[str]:
-    from pan.replay import output_streams as streams_of
+    from simulator.replay import output_streams as streams_of
 
     return streams_of(cluster.workflow)
 

@@ -438,8 +438,8 @@ async def record(workflow_path: Path, out_dir: Path, name: str, tight: bool) -> 
     import aiohttp
 
     from pan.client import StreamSubscriber
-    from pan.replay import output_streams
     from pan.workflow import load_workflow
+    from simulator.replay import output_streams
 
     workflow = load_workflow(workflow_path)
     chosen = set(tight_streams(workflow))

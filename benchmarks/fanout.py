@@ -107,7 +107,8 @@ class PanSystem:
         self.repo_port, self.ingest_port = free_port(), free_port()
         workers: list[dict[str, Any]] = [
             {"name": "forwarder", "type": "forwarder", "host": common.HOST, "port": free_port(), "peer": "p0",
-             "ingest_port": self.ingest_port, "inter_pan_inputs": ["SENSOR105"], "buffer_size": self.buffer}
+             "buffer_size": self.buffer,
+             "params": {"ingest_port": self.ingest_port, "inter_pan_inputs": ["SENSOR105"], "decoder": "debs_csv"}}
         ]
         for k in range(1, self.publishers):
             workers.append(

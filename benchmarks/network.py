@@ -165,7 +165,7 @@ def workflow() -> dict[str, Any]:
         "repository": {"host": any_host, "port": REPO_PORT, "refresh_ms": 1000},
         "workers": [
             {"name": "forwarder", "type": "forwarder", "host": any_host, "port": FWD_PORT, "peer": "p1",
-             "ingest_port": INGEST_PORT, "inter_pan_inputs": ["LAT"], "buffer_size": 100_000},
+             "buffer_size": 100_000, "params": {"ingest_port": INGEST_PORT, "inter_pan_inputs": ["LAT"]}},
             {"name": "repeater1", "type": "repeater", "host": any_host, "port": REP1_PORT, "peer": "p2",
              "inputs": ["LAT"], "params": {"level": 1}, "buffer_size": 100_000},
             {"name": "repeater2", "type": "repeater", "host": any_host, "port": REP2_PORT, "peer": "p3",

@@ -89,7 +89,7 @@ def ordered_workers(workflow: Any) -> list[Any]:
 
 
 async def sample_units(workflow: Any, samples: dict[str, list[dict[str, Any]]], period_s: float = SAMPLE_S) -> None:
-    """Append each ordered worker's unit state every ``period_s`` until cancelled (a `pan.replay` observer)."""
+    """Append each ordered worker's unit state every ``period_s`` until cancelled (a `simulator.replay` observer)."""
     import aiohttp
 
     specs = ordered_workers(workflow)
@@ -148,9 +148,9 @@ async def replay_sampled(
     """
     from pan.catalog import get_component_type
     from pan.ordering import PARAM_KEYS, OrderingSettings
-    from pan.replay import replay
     from pan.workflow import load_workflow
     from simulator.impair import ImpairProfile
+    from simulator.replay import replay
     from simulator.simulate import SimulateOptions, simulate
     from simulator.sources import first_ts, sensor_files
 

@@ -93,8 +93,8 @@ async def receive(workflow_path: Path, data: Path, work: Path) -> dict[str, list
     The simulator logs every row's send time to ``work/send.csv`` (`SEND_LOG`), which `delays`
     matches; a separate client process (`benchmarks/observer.py`) notes the arrivals.
     """
-    from pan.replay import replay
     from pan.workflow import load_workflow
+    from simulator.replay import replay
     from simulator.simulate import SimulateOptions, simulate
 
     workflow = load_workflow(workflow_path)

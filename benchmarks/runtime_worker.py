@@ -27,8 +27,8 @@ def forwarder_spec(name: str, streams: list[str], buffer_size: int) -> WorkerSpe
     """A forwarder on free ports whose output streams are fed through its TCP ingest port."""
     from pan.specs import WorkerSpec
 
-    return WorkerSpec(name=name, type="forwarder", host=HOST, port=0, peer="bench", ingest_port=0,
-                      inter_pan_inputs=list(streams), buffer_size=buffer_size)
+    return WorkerSpec(name=name, type="forwarder", host=HOST, port=0, peer="bench", buffer_size=buffer_size,
+                      params={"ingest_port": 0, "inter_pan_inputs": list(streams), "decoder": "debs_csv"})
 
 
 async def serve(config: dict[str, Any]) -> None:

@@ -145,13 +145,14 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     workflow = {
         "name": "bench", "repository": {"host": "127.0.0.1", "port": free_port()},
         "workers": [{"name": "F", "type": "forwarder", "host": "127.0.0.1", "port": http_port,
-                     "ingest_port": free_port(), "inter_pan_inputs": streams, "buffer_size": 100_000}],
+                     "buffer_size": 100_000,
+                     "params": {"ingest_port": free_port(), "inter_pan_inputs": streams, "decoder": "debs_csv"}}],
     }
     wf_path = tmp / "wf.json"
     wf_path.write_text(json.dumps(workflow))
     command = [sys.executable, "-m", "pan", "run", str(wf_path)]
     if args.sink == "discard":
-        command = [sys.executable, "-c", DISCARD, str(workflow["workers"][0]["ingest_port"]), str(http_port)]
+        command = [sys.executable, "-c", DISCARD, str(workflow["workers"][0]["params"]["ingest_port"]), str(http_port)]
     runs = []
     async with common.Child(command, ready=False, grace_s=15):
         await wait_answering(http_port)

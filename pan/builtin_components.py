@@ -8,42 +8,61 @@ from typing import Any
 from pan.catalog import register
 from pan.channel import InputChannel
 from pan.component import Component
-from pan.ingest import INGEST_PARAMS, IngestServer, Row, encode_sensor_row, parse_ingest_params
+from pan.ingest import INGEST_PARAMS, IngestServer, Row, parse_ingest_params
 from pan.progress import StreamProgress
-from pan.specs import WorkerSpec
-from pan.streams import OutputStream, encode
+from pan.specs import WorkerSpec, ingest_port, inter_pan_inputs
+from pan.streams import OutputStream
 
 REPEAT_BATCH = 1000
 IDLE_WAIT_S = 1.0
 
 
+#: A forwarder's params: where rows come in and which streams they feed, then the ingest door's settings.
+FORWARDER_PARAMS = ("ingest_port", "inter_pan_inputs", *INGEST_PARAMS)
+
+
 @register
 class Forwarder(Component):
-    """Turns inter-PAN input (TCP rows from sensors) into intra-PAN streams."""
+    """Turns inter-PAN input (rows sent over TCP from outside PAN) into intra-PAN streams."""
 
     type_name = "forwarder"
 
     @classmethod
     def check_params(cls, spec: WorkerSpec) -> list[str]:
-        """Ingest settings and declared schemas (pan.ingest.parse_ingest_params); every problem named."""
-        allowed = ", ".join(INGEST_PARAMS)
-        problems = [f"{key}: unknown key (allowed: {allowed})" for key in spec.params if key not in INGEST_PARAMS]
-        return problems + parse_ingest_params(spec.params, spec.inter_pan_inputs)[1]
+        """Its port and streams, the ingest settings and declared schemas (parse_ingest_params); every problem."""
+        params = spec.params
+        allowed = ", ".join(FORWARDER_PARAMS)
+        problems = [f"{key}: unknown key (allowed: {allowed})" for key in params if key not in FORWARDER_PARAMS]
+        port = params.get("ingest_port")
+        if "ingest_port" in params and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
+            problems.append(f"ingest_port: must be an integer in 1..65535, got {port!r}")
+        streams = params.get("inter_pan_inputs", [])
+        if not isinstance(streams, list) or not all(isinstance(s, str) and s for s in streams):
+            problems.append(f"inter_pan_inputs: must be an array of non-empty strings, got {streams!r}")
+        elif len(set(streams)) != len(streams):
+            problems.append("inter_pan_inputs: lists a stream twice")
+        if ("ingest_port" in params) != bool(streams):
+            problems.append("ingest_port: keys 'ingest_port' and 'inter_pan_inputs' must be given together")
+        return problems + parse_ingest_params(params, inter_pan_inputs(spec))[1]
 
     @classmethod
     def output_names(cls, spec: WorkerSpec) -> list[str]:
-        return list(spec.inter_pan_inputs)
+        return inter_pan_inputs(spec)
+
+    @classmethod
+    def listen_ports(cls, spec: WorkerSpec) -> dict[str, int]:
+        port = ingest_port(spec)
+        return {} if port is None else {"params.ingest_port": port}
 
     async def start(self) -> None:
         spec = self.ctx.spec
-        if spec.ingest_port is None:
-            raise ValueError(f"forwarder '{spec.name}' needs an ingest_port")
-        settings, problems = parse_ingest_params(spec.params, spec.inter_pan_inputs)
+        port, streams = ingest_port(spec), inter_pan_inputs(spec)
+        if port is None:
+            raise ValueError(f"forwarder '{spec.name}' needs params.ingest_port")
+        settings, problems = parse_ingest_params(spec.params, streams)
         if problems:
             raise ValueError(f"forwarder '{spec.name}': " + "; ".join(problems))
-        self.ingest = IngestServer(
-            spec.host, spec.ingest_port, set(spec.inter_pan_inputs), self._deliver, self._promised, settings
-        )
+        self.ingest = IngestServer(spec.host, port, set(streams), self._deliver, self._promised, settings)
         await self.ingest.start()
 
     def _promised(self, promises: dict[str, int]) -> None:
@@ -51,7 +70,7 @@ class Forwarder(Component):
 
         They come from senders, or from the ingest server for a stream it
         declared idle. Passed downstream as the stream's watermark (``wm``), so
-        ordering units go on past a quiet, empty or finished sensor without
+        ordering units go on past a quiet, empty or finished source without
         ever looking at wall time themselves.
         """
         for stream, ts in promises.items():
@@ -66,12 +85,8 @@ class Forwarder(Component):
             if output.progress.ended:
                 output.reopen()  # the stream goes on after its end after all
             start = output.next_index
-            output.extend_encoded(
-                [
-                    encode_sensor_row(start + n, row) if isinstance(row, list) else encode({**row, "i": start + n})
-                    for n, row in enumerate(rows)
-                ]
-            )
+            encode = self.ingest.row_format(stream).encode
+            output.extend_encoded([encode(start + n, row) for n, row in enumerate(rows)])
 
     async def stop(self) -> None:
         await self.ingest.stop()

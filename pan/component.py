@@ -61,6 +61,11 @@ class Component:
     def repeater_level(cls, spec: WorkerSpec) -> int:
         return 0
 
+    @classmethod
+    def listen_ports(cls, spec: WorkerSpec) -> dict[str, int]:
+        """Ports it listens on besides the worker's HTTP ``port``, by the key that sets them (checked for clashes)."""
+        return {}
+
     # --- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:

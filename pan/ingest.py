@@ -2,14 +2,14 @@
 
 A line that starts with ``{`` is a JSON object with at least ``stream`` and
 ``ts`` (with ``"promise": true`` it is a promise, not data: see ``PROMISE``);
-any other line is a CSV row whose first field is its key, published as
-stream ``SENSOR<key>``.  Nothing a sender writes can stop the server or
-poison a stream:
+any other line is read by the forwarder's row decoder (``pan.decoders``,
+chosen by ``params.decoder``), and is malformed when it has none. Nothing a
+sender writes can stop the server or poison a stream:
 
-- every row is checked against its stream's schema (``pan.schema``): CSV rows
-  and JSON rows into a ``SENSOR<key>`` stream have the CSV layout, other
-  streams a declared schema or the generic one; refused rows are counted per
-  reason and logged with a rate limit;
+- every row is checked against its stream's schema (``pan.schema``): streams
+  a decoder claims have its layout (JSON rows into them too), other streams
+  a declared schema or the generic one; refused rows are counted per reason
+  and logged with a rate limit;
 - a promise must be an int64 and may not run ahead of the data by more than
   ``promise_ahead_ms``; while a connection carries a stream's data, only it
   may promise for that stream;
@@ -18,7 +18,7 @@ poison a stream:
 
 Everything valid is delivered in arrival order.
 
-A closed connection is not the end of its streams: a sensor that reconnects
+A closed connection is not the end of its streams: a source that reconnects
 resumes them. The end is said explicitly, with a promise of ``END_OF_STREAM``.
 Idleness is decided here, at the edge, and nowhere downstream: a stream that
 sends nothing (no row, no promise) for ``idle_after_ms`` of wall time while
@@ -33,8 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
-import struct
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,14 +40,13 @@ from typing import Any
 
 import orjson
 
+from pan.decoders import JSON_ROWS, RowDecoder, RowFormat, decoder_types, get_decoder_type
 from pan.ordering import END_OF_STREAM as ORDERING_END
 from pan.ordering import PS_PER_MS
 from pan.ratelimit import RateLimitedLog
 from pan.schema import (
     GENERIC,
     INT,
-    NOT_INT64,
-    STREAM_MISMATCH,
     TS_LIMIT,
     TS_OUT_OF_RANGE,
     WRONG_TYPE,
@@ -60,40 +57,30 @@ from pan.schema import (
 
 log = logging.getLogger(__name__)
 
-#: Field names of a CSV sensor row (DESIGN §6, JSON names); the first is the key that names the stream.
-SENSOR_FIELDS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
-SENSOR_PREFIX = "SENSOR"
-#: The CSV layout as a schema: JSON rows into a ``SENSOR<key>`` stream must match it (all integers, no others).
-CSV_SCHEMA = Schema({name: (INT, True) for name in SENSOR_FIELDS}, extra=False)
-_TS_COLUMN = SENSOR_FIELDS.index("ts")
-#: The syntax of a CSV row: as many fields as SENSOR_FIELDS, each an integer in plain ASCII.
-_CSV_ROW = re.compile(rb"-?[0-9]+(?:,-?[0-9]+){%d}" % (len(SENSOR_FIELDS) - 1))
-#: Packing a CSV row's values as int64s is the cheapest range check (struct.error when one is beyond).
-_INT64_ROW = struct.Struct(f"{len(SENSOR_FIELDS)}q").pack
 MAX_LINE_BYTES = 64 * 1024  # longer lines are skipped while reading, before any parsing (``oversized``)
 READ_CHUNK = 256 * 1024
 
-#: A promise of this ts ends a stream: nothing more will come (``pan simulate`` sends it when a sensor's data
+#: A promise of this ts ends a stream: nothing more will come (``pan simulate`` sends it when a source's data
 #: is exhausted). Closing a connection does not end its streams.
 END_OF_STREAM = TS_LIMIT
 assert END_OF_STREAM == ORDERING_END
 #: The key of a promise line, ``{"stream": S, "ts": T, "promise": true}``: no row of S older than T
-#: follows. It carries no data; a sender uses it for a sensor that is quiet or has no data at all.
+#: follows. It carries no data; a sender uses it for a source that is quiet or has no data at all.
 PROMISE = "promise"
 
 # --- settings (forwarder ``params``), with their defaults -------------------------------------
 
-#: Rows longer than this are refused (``rejected.row_too_large``); sensor rows are ~100 bytes.
+#: Rows longer than this are refused (``rejected.row_too_large``); typical rows are ~100 bytes.
 DEFAULT_MAX_ROW_BYTES = 16 * 1024
 #: How far (event time) a promise may run ahead of the newest ts its connection sent for the stream.
 DEFAULT_PROMISE_AHEAD_MS = 10_000
 #: A connection that sends nothing for this long is closed (without ending its streams).
-#: Long enough for a sensor that pauses, e.g. during a half-time break that is not cut out.
+#: Long enough for a source that pauses, e.g. during a break in the data that is not cut out.
 DEFAULT_IDLE_TIMEOUT_S = 60.0
-#: Concurrent connections per remote address; `pan simulate` opens one per sensor (~45) per run.
+#: Concurrent connections per remote address; `pan simulate` opens one per stream (~45) per run.
 DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256
 #: A stream that sends nothing (no row, no promise) for this long while others go on is declared idle
-#: and promised for (0: never). Longer than a sensor's usual dropouts and a simulated outage.
+#: and promised for (0: never). Longer than a source's usual dropouts and a simulated outage.
 DEFAULT_IDLE_AFTER_MS = 5_000
 MAX_IDLE_TIMEOUT_S = 86_400.0
 MAX_PROMISE_AHEAD_MS = 10**9  # ~11 days of event time
@@ -101,8 +88,10 @@ MAX_PROMISE_AHEAD_MS = 10**9  # ~11 days of event time
 #: starved): it did not see the silence, so every stream's idle timer starts again.
 IDLE_CHECK_STALL_S = 0.5
 
+#: The forwarder's params that set up its door: how non-JSON lines are read (``decoder``) and the limits.
 INGEST_PARAMS = (
-    "max_row_bytes", "promise_ahead_ms", "idle_timeout_s", "max_connections_per_address", "schemas", "idle_after_ms",
+    "decoder", "max_row_bytes", "promise_ahead_ms", "idle_timeout_s", "max_connections_per_address", "schemas",
+    "idle_after_ms",
 )
 
 # Reasons, beyond pan.schema's, in the ``rejected`` and ``promises_refused`` counters.
@@ -118,8 +107,10 @@ class IngestSettings:
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
     idle_after_ms: int = DEFAULT_IDLE_AFTER_MS
-    #: Declared schemas by stream; other streams get the CSV layout (``SENSOR<key>``) or ``GENERIC``.
+    #: Declared schemas by stream; other streams get their decoder's layout (if it claims them) or ``GENERIC``.
     schemas: Mapping[str, Schema] = field(default_factory=dict)
+    #: Reads the non-JSON lines (``params.decoder``); None: JSON lines only.
+    decoder: type[RowDecoder] | None = None
 
 
 def parse_ingest_params(params: Mapping[str, Any], streams: list[str]) -> tuple[IngestSettings, list[str]]:
@@ -141,6 +132,13 @@ def parse_ingest_params(params: Mapping[str, Any], streams: list[str]) -> tuple[
     if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 < idle <= MAX_IDLE_TIMEOUT_S:
         problems.append(f"idle_timeout_s: must be a number of seconds in (0, {MAX_IDLE_TIMEOUT_S:.0f}], got {idle!r}")
         idle = DEFAULT_IDLE_TIMEOUT_S
+    decoder = None
+    name = params.get("decoder")
+    if name is not None:
+        decoder = get_decoder_type(name) if isinstance(name, str) else None
+        if decoder is None:
+            known = ", ".join(sorted(decoder_types())) or "none installed"
+            problems.append(f"decoder: unknown row decoder {name!r} (known: {known})")
     schemas: dict[str, Schema] = {}
     raw_schemas = params.get("schemas", {})
     if not isinstance(raw_schemas, dict):
@@ -150,22 +148,14 @@ def parse_ingest_params(params: Mapping[str, Any], streams: list[str]) -> tuple[
         where = f"schemas.{stream}"
         if stream not in streams:
             problems.append(f"{where}: '{stream}' is not one of this worker's inter_pan_inputs")
-        elif csv_key(stream) is not None:
-            problems.append(f"{where}: '{stream}' receives CSV rows; its schema is the CSV row layout")
+        elif decoder is not None and decoder.claims(stream):
+            kind = f"{decoder.row_kind} ({decoder.name})"
+            problems.append(f"{where}: '{stream}' receives {kind}; its schema is their layout")
         schema, schema_problems = parse_schema(raw, where)
         problems += schema_problems
         if schema is not None:
             schemas[stream] = schema
-    return IngestSettings(max_row, ahead, float(idle), per_address, idle_after, schemas), problems
-
-
-def csv_key(stream: str) -> int | None:
-    """The key of the CSV rows that ``stream`` receives (``SENSOR4`` -> 4), or None for other streams."""
-    suffix = stream.removeprefix(SENSOR_PREFIX)
-    if suffix == stream or not suffix.lstrip("-").isdigit() or not suffix.isascii():
-        return None
-    key = int(suffix)
-    return key if f"{SENSOR_PREFIX}{key}" == stream else None
+    return IngestSettings(max_row, ahead, float(idle), per_address, idle_after, schemas, decoder), problems
 
 
 def promise_line(stream: str, ts: int = END_OF_STREAM) -> bytes:
@@ -179,19 +169,11 @@ class Promise:
     ts: object
 
 
-#: A parsed data line: the integer fields of a CSV row (or a JSON row of that layout), or a JSON object.
-Row = list[int] | dict[str, Any]
+#: A parsed data line: a JSON object, or a row in the layout of the decoder that claims its stream.
+Row = Any
 Deliver = Callable[[dict[str, list[Row]]], None]
 #: Receives, per stream, the newest ts promised (END_OF_STREAM: the stream ended); the server's idle promises too.
 OnPromise = Callable[[dict[str, int]], None]
-
-_SENSOR_JSON = ("{" + ",".join(f'"{name}":%d' for name in ("i", *SENSOR_FIELDS)) + "}").encode()
-
-
-def encode_sensor_row(index: int, values: list[int]) -> bytes:
-    """A CSV row's JSON tuple, formatted directly: ~2x faster than building a dict."""
-    return _SENSOR_JSON % (index, *values)
-
 
 def _bump(counts: dict[str, int], key: str) -> None:
     counts[key] = counts.get(key, 0) + 1
@@ -253,28 +235,28 @@ class LineParser:
         self.settings = settings or IngestSettings()
         self.problems = problems or RateLimitedLog(log)
         self._max_row = self.settings.max_row_bytes
-        self._csv_keys: dict[str, int | None] = {}
+        decoder_type = self.settings.decoder
+        self.decoder = None if decoder_type is None else decoder_type(expected, self)
+        #: The hot path for non-JSON lines: the decoder's own method, called without a step in between.
+        self._decode: Callable[[bytes], tuple[str, Row] | None] = (
+            self.malformed if self.decoder is None else self.decoder.decode
+        )
+        self._formats: dict[str, RowFormat] = {}
 
     def parse(self, line: bytes) -> tuple[str, Row | Promise] | None:
         if len(line) > self._max_row:
             return self.reject(ROW_TOO_LARGE, "", line)
         if line[0] == 0x7B:  # "{"
             return self._parse_json(line)
-        # The hot path: a CSV row of integers, each ASCII digits with an optional minus (int() alone
-        # would also take " 5", "+5", "1_000" and non-ASCII digits).
-        if _CSV_ROW.fullmatch(line) is None:
-            return self.malformed(line)
-        values = list(map(int, line.split(b",")))
-        stream = f"{SENSOR_PREFIX}{values[0]}"
-        if stream not in self.expected:
-            return self.unexpected(stream, line)
-        try:
-            _INT64_ROW(*values)
-        except struct.error:
-            return self.reject(NOT_INT64, stream, line)
-        if not 0 <= values[_TS_COLUMN] < TS_LIMIT:
-            return self.reject(TS_OUT_OF_RANGE, stream, line)
-        return stream, values  # counted per batch, by the server
+        return self._decode(line)
+
+    def row_format(self, stream: str) -> RowFormat:
+        """How ``stream``'s rows are read and stored: its decoder's layout if the decoder claims it, else JSON."""
+        fmt = self._formats.get(stream)
+        if fmt is None:
+            claimed = self.decoder is not None and self.decoder.claims(stream)
+            fmt = self._formats[stream] = self.decoder if claimed else JSON_ROWS  # type: ignore[assignment]
+        return fmt
 
     def _parse_json(self, line: bytes) -> tuple[str, Row | Promise] | None:
         try:
@@ -303,19 +285,12 @@ class LineParser:
     def _check(self, stream: str, row: dict[str, Any]) -> Row | str:
         """The row as it is stored, or the reason it breaks the stream's schema.
 
-        A stream that CSV rows can reach always has the CSV layout, so all its rows are lists.
+        A stream the decoder claims always has the decoder's layout, so all its rows are alike.
         """
-        key = self._csv_keys.get(stream, -1)
-        if key == -1:
-            key = self._csv_keys[stream] = csv_key(stream)
-        if key is None:
+        fmt = self.row_format(stream)
+        if fmt is JSON_ROWS:
             return (self.settings.schemas.get(stream) or GENERIC).check(row) or row
-        problem = CSV_SCHEMA.check(row)
-        if problem is not None:
-            return problem
-        if row[SENSOR_FIELDS[0]] != key:
-            return STREAM_MISMATCH
-        return [row[name] for name in SENSOR_FIELDS]  # stored exactly like the same row sent as CSV
+        return self.decoder.from_json(stream, row)  # type: ignore[union-attr]
 
     def malformed(self, line: bytes) -> None:
         self.counters.malformed += 1
@@ -390,6 +365,10 @@ class IngestServer:
         self._idle_after_s = self.settings.idle_after_ms / 1000
         self._all_quiet = True  # no stream heard within idle_after_ms: the next row restarts every timer
         self._idle_task: asyncio.Task[None] | None = None
+
+    def row_format(self, stream: str) -> RowFormat:
+        """How the rows delivered for ``stream`` are read and stored (``LineParser.row_format``)."""
+        return self.parser.row_format(stream)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, self.host, self.port, reuse_address=True)
@@ -512,12 +491,12 @@ class IngestServer:
             if self._all_quiet:
                 self._restart_idle_timers(now)
             for stream, rows in batches.items():
-                last = rows[-1]
-                newest = last[_TS_COLUMN] if type(last) is list else last["ts"]  # type: ignore[call-overload]
+                row_ts = self.parser.row_format(stream).row_ts
+                newest = row_ts(rows[-1])
                 state = states.get(stream) or self._state(stream)
                 promised = state.promised
                 if promised is not None and (state.newest is None or state.newest < promised):
-                    behind = sum(1 for row in rows if _row_ts(row) < promised)
+                    behind = sum(1 for row in rows if row_ts(row) < promised)
                     if behind:
                         self.counters.behind_promise += behind
                         self.problems.warning(
@@ -565,11 +544,11 @@ class IngestServer:
 
         While a connection carries a stream's data (it sent its last rows and is
         still open), nobody else may promise for it. Once it closed, any
-        connection may (a sensor that reconnects, or says "no more rows"). A
+        connection may (a source that reconnects, or says "no more rows"). A
         promise may run ahead of the newest row, of the stream or of any stream
-        of this server (a sensor silent for a while), by ``promise_ahead_ms``;
+        of this server (a source silent for a while), by ``promise_ahead_ms``;
         the end of a stream may always be promised. A server that has no row yet
-        takes any promise (a sender's "this sensor has no rows").
+        takes any promise (a sender's "this source has no rows").
         """
         problem = check_value(ts, INT)
         if problem is not None:
@@ -653,10 +632,6 @@ class IngestServer:
             assert self._on_promise is not None
             self._on_promise(made)
         return made
-
-
-def _row_ts(row: Row) -> int:
-    return row[_TS_COLUMN] if type(row) is list else row["ts"]  # type: ignore[call-overload,no-any-return]
 
 
 async def send_lines(host: str, port: int, lines: list[bytes], *, timeout_s: float = 10.0) -> None:

@@ -4,7 +4,7 @@ A unit merges a component's input streams into one stream sorted by ``ts``.
 It holds every event until ``ts + K <= clk``, where ``clk`` is moved only by
 designated clock streams and K is learnt from the delays the unit observes.
 Everything here is pure computation: no wall time at all. A quiet input is
-covered by its producer's promises (the forwarder declares idle sensors at the
+covered by its producer's promises (the forwarder declares idle inputs at the
 edge), and the end of an input is a promise of ``END_OF_STREAM``.
 """
 
@@ -45,7 +45,7 @@ PARAM_KEYS = (
 #: Keys that existed once and are refused with an explanation (``validate_ordering_params``).
 REMOVED_KEYS = {
     "idle_timeout": "removed: ordering units no longer decide on wall time; the forwarder declares a quiet "
-    "sensor idle (its idle_after_ms param) and promises for it, and the end of a stream is an explicit "
+    "input idle (its idle_after_ms param) and promises for it, and the end of a stream is an explicit "
     "end promise (docs/ordering.md); delete the key",
 }
 

@@ -40,8 +40,6 @@ class WorkerSpec:
     host: str
     port: int
     peer: str
-    ingest_port: int | None = None
-    inter_pan_inputs: list[str] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     buffer_size: int = DEFAULT_BUFFER_SIZE
     #: Byte budget of each output stream, next to its tuple count (pan.streams.DEFAULT_BUFFER_BYTES).
@@ -69,8 +67,23 @@ class Workflow:
         raise KeyError(name)
 
     def ingest_receiver(self, stream: str) -> WorkerSpec | None:
-        """The worker whose TCP ingest port receives ``stream`` from sensors."""
+        """The worker (a forwarder) whose TCP ingest port receives ``stream`` from outside PAN."""
         for spec in self.workers:
-            if stream in spec.inter_pan_inputs:
+            if stream in inter_pan_inputs(spec):
                 return spec
         return None
+
+
+# A forwarder's own keys live in its params (checked by its component type); these read them.
+
+
+def ingest_port(spec: WorkerSpec) -> int | None:
+    """``params.ingest_port``: the TCP port a forwarder receives rows on; None for other workers."""
+    port = spec.params.get("ingest_port")
+    return port if isinstance(port, int) and not isinstance(port, bool) else None
+
+
+def inter_pan_inputs(spec: WorkerSpec) -> list[str]:
+    """``params.inter_pan_inputs``: the streams a forwarder receives from outside PAN; empty for other workers."""
+    streams = spec.params.get("inter_pan_inputs", [])
+    return [s for s in streams if isinstance(s, str)] if isinstance(streams, list) else []

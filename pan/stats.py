@@ -21,7 +21,7 @@ Delays are relative to the unit's clock, exactly as the unit measures them:
   and is counted as ``unmeasured`` here too.
 
 Absolute delays (arrival minus ts) cannot be computed: arrival is wall time
-and ts lives on the sensors' time base.  Percentiles are exact (Spark's
+and ts lives on the sources' time base.  Percentiles are exact (Spark's
 ``percentile``, linear interpolation), the standard deviation is the
 population one, as in the unit.
 """

@@ -18,7 +18,7 @@ from pan.ringbuffer import RingBuffer
 DEFAULT_BUFFER_SIZE = 10_000
 #: Bytes of encoded tuples an output stream holds at most (the workflow key ``buffer_bytes``), next to its
 #: tuple count: a stream of large tuples drops its oldest ones early rather than grow the process without
-#: bound. 128 MiB is well above 400,000 sensor rows (~140 bytes each), the largest buffer the shipped
+#: bound. 128 MiB is well above 400,000 rows of ~140 bytes, the largest buffer the shipped
 #: workflows use, so it only bites on unusually large tuples.
 DEFAULT_BUFFER_BYTES = 128 * 1024 * 1024
 _SIZES_COMPACT = 4096  # drop the forgotten head of the size table once it is this long and half the table

@@ -2,10 +2,16 @@
 
 Validation collects every problem instead of stopping at the first, and each
 message names the worker and key at fault, so a user can fix a file in one go.
+
+Old-style files, which gave a forwarder's ``ingest_port`` and
+``inter_pan_inputs`` next to its name instead of in its ``params``, still
+load: the keys are moved, and one deprecation warning says where each went.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +19,7 @@ from typing import Any
 import orjson
 
 from pan.catalog import get_component_type
+from pan.decoders import claiming_decoder
 from pan.specs import DEFAULT_REFRESH_MS, RepositorySpec, WorkerSpec, Workflow, WorkflowError
 from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE
 
@@ -20,35 +27,36 @@ MAX_BUFFER_SIZE = 10_000_000
 MIN_BUFFER_BYTES = 1024  # per output stream; the newest tuple is kept even if larger
 MAX_BUFFER_BYTES = 2**40
 
+log = logging.getLogger(__name__)
+
 __all__ = ["RepositorySpec", "WorkerSpec", "Workflow", "WorkflowError", "load_workflow", "on_free_ports",
            "parse_workflow"]
 
 TOP_KEYS = {"name", "description", "repository", "workers"}
 REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
 WORKER_REQUIRED = ("name", "type", "host", "port")
-WORKER_KEYS = set(WORKER_REQUIRED) | {
-    "peer",
-    "ingest_port",
-    "inter_pan_inputs",
-    "inputs",
-    "buffer_size",
-    "buffer_bytes",
-    "params",
-}
+WORKER_KEYS = set(WORKER_REQUIRED) | {"peer", "inputs", "buffer_size", "buffer_bytes", "params"}
+#: Keys old-style files gave at the worker's top level; they belong in its params (the forwarder's own keys).
+MOVED_TO_PARAMS = ("ingest_port", "inter_pan_inputs")
 
 
 def on_free_ports(data: dict[str, Any]) -> dict[str, Any]:
     """A workflow description moved to ports that are free on this machine (tests, benchmarks)."""
     from pan.web import free_ports
 
-    needed = 1 + sum(2 if "ingest_port" in worker else 1 for worker in data["workers"])
+    def has_ingest_port(worker: dict[str, Any]) -> bool:
+        return "ingest_port" in worker or "ingest_port" in worker.get("params", {})
+
+    needed = 1 + sum(2 if has_ingest_port(worker) else 1 for worker in data["workers"])
     ports = iter(free_ports(needed))  # chosen together, so no two of them can be the same
     data = {**data, "repository": {**data.get("repository", {}), "port": next(ports)}}
     workers = []
     for worker in data["workers"]:
         worker = {**worker, "port": next(ports)}
-        if "ingest_port" in worker:
+        if "ingest_port" in worker:  # an old-style file
             worker["ingest_port"] = next(ports)
+        elif has_ingest_port(worker):
+            worker["params"] = {**worker["params"], "ingest_port": next(ports)}
         workers.append(worker)
     data["workers"] = workers
     return data
@@ -71,6 +79,10 @@ def parse_workflow(data: object, source: str = "workflow") -> Workflow:
     problems: list[str] = []
     parser = _Parser(problems)
     workflow = parser.workflow(data)
+    if parser.moved:
+        message = f"{source}: old-style workflow: " + "; ".join(parser.moved)
+        log.warning("%s", message)
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
     # Cross-worker rules run on whatever could be read, so one run reports every
     # class of problem (a duplicate port next to an unknown key, say).
     _check_topology(parser.repository_port, parser.drafts, problems)
@@ -108,6 +120,8 @@ class _Parser:
         self.problems = problems
         self.drafts: list[_Draft] = []
         self.repository_port: tuple[str, int] | None = None
+        #: Where the keys of an old-style file went, one note per worker ("worker 'f1': 'ingest_port' moved ...").
+        self.moved: list[str] = []
 
     def bad(self, where: str, message: str) -> None:
         self.problems.append(f"{where}: {message}")
@@ -185,6 +199,7 @@ class _Parser:
         if isinstance(raw.get("name"), str) and raw["name"]:
             where = f"worker '{raw['name']}'"
         before = len(self.problems)
+        raw = self.move_to_params(where, raw)
         self.unknown_keys(where, raw, WORKER_KEYS)
         mark = len(self.problems)
         name = self.string(where, raw, "name", required=True)
@@ -195,11 +210,7 @@ class _Parser:
         host_ok = len(self.problems) == mark
         port = self.integer(where, raw, "port", lo=1, hi=65535, required=True)
         peer = self.string(where, raw, "peer", required=False, default=name)
-        ingest_port = self.integer(where, raw, "ingest_port", lo=1, hi=65535)
         mark = len(self.problems)
-        inter_pan = self.string_list(where, raw, "inter_pan_inputs")
-        if ("ingest_port" in raw) != bool(inter_pan):
-            self.bad(where, "keys 'ingest_port' and 'inter_pan_inputs' must be given together")
         inputs = self.string_list(where, raw, "inputs")
         buffer_size = self.integer(where, raw, "buffer_size", lo=1, hi=MAX_BUFFER_SIZE)
         buffer_bytes = self.integer(where, raw, "buffer_bytes", lo=MIN_BUFFER_BYTES, hi=MAX_BUFFER_BYTES)
@@ -220,8 +231,6 @@ class _Parser:
             host=host,
             port=port or 0,
             peer=peer,
-            ingest_port=ingest_port,
-            inter_pan_inputs=inter_pan,
             inputs=inputs,
             buffer_size=buffer_size or DEFAULT_BUFFER_SIZE,
             buffer_bytes=buffer_bytes or DEFAULT_BUFFER_BYTES,
@@ -245,6 +254,35 @@ class _Parser:
         )
         return None if len(self.problems) > before else spec
 
+    def move_to_params(self, where: str, raw: dict[str, Any]) -> dict[str, Any]:
+        """An old-style worker with its forwarder keys moved into ``params``; each move noted in ``self.moved``.
+
+        Old-style forwarders read non-JSON lines with whichever installed decoder
+        claims their streams; the note says to name it in ``params.decoder``.
+        """
+        keys = [key for key in MOVED_TO_PARAMS if key in raw]
+        params = raw.get("params", {})
+        if not keys or not isinstance(params, dict):
+            return raw  # nothing old-style, or params that are reported as broken anyway
+        raw, params = dict(raw), dict(params)
+        notes = []
+        for key in keys:
+            if key in params:
+                self.bad(where, f"key '{key}' is given twice, at the top and in params (it belongs in params)")
+                raw.pop(key)
+                continue
+            params[key] = raw.pop(key)
+            notes.append(f"'{key}' moved to params.{key}")
+        streams = params.get("inter_pan_inputs")
+        decoder = claiming_decoder(streams) if isinstance(streams, list) and "decoder" not in params else None
+        if decoder is not None:
+            params["decoder"] = decoder
+            notes.append(f"its non-JSON rows are read by the '{decoder}' decoder: set params.decoder")
+        if notes:
+            self.moved.append(f"{where}: " + ", ".join(notes))
+        raw["params"] = params
+        return raw
+
 
 def _check_topology(repository: tuple[str, int] | None, drafts: list[_Draft], problems: list[str]) -> None:
     """Cross-worker rules: unique names and ports, one producer per stream, every input produced.
@@ -265,8 +303,10 @@ def _check_topology(repository: tuple[str, int] | None, drafts: list[_Draft], pr
                 problems.append(f"{where}: key 'name': duplicate worker name")
             names.add(draft.name)
         if draft.host is not None:
-            for key, port in (("port", draft.port), ("ingest_port", spec.ingest_port)):
-                if port is None:
+            component = get_component_type(spec.type)
+            listening = {} if component is None else component.listen_ports(spec)
+            for key, port in (("port", draft.port), *listening.items()):
+                if port is None or not 1 <= port <= 65535:
                     continue
                 owner = ports.setdefault((draft.host, port), f"{where} ({key})")
                 if owner != f"{where} ({key})":

@@ -122,9 +122,10 @@ def place(workers: list[dict[str, Any]], peers: list[list[str]], base_port: int)
     for n, worker in enumerate(workers):
         spec = {"name": worker["name"], "type": worker["type"], "host": HOST, "port": base_port + 1 + n,
                 "peer": peer_of[worker["name"]]}
-        if worker["type"] == "forwarder":
-            spec["ingest_port"] = base_port + 51 + n
-        spec.update({k: v for k, v in worker.items() if k not in ("name", "type")})
+        spec.update({k: v for k, v in worker.items() if k not in ("name", "type", "inter_pan_inputs")})
+        if worker["type"] == "forwarder":  # its own keys go in its params; the sensors send CSV rows
+            spec["params"] = {"ingest_port": base_port + 51 + n, "inter_pan_inputs": worker["inter_pan_inputs"],
+                              "decoder": "debs_csv"}
         placed.append(spec)
     return placed
 

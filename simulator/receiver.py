@@ -27,10 +27,10 @@ from typing import Any, TextIO
 
 import orjson
 
-from pan.ingest import IngestServer, Row
+from pan.ingest import IngestServer, IngestSettings, Row
+from simulator.debs_rows import SENSOR_PREFIX, DebsCsvDecoder
 
 PS_PER_MS = 10**9
-SENSOR_PREFIX = "SENSOR"
 
 
 class _AnyStream(set[str]):
@@ -62,7 +62,8 @@ class DebugReceiver:
     """TCP ingest endpoint that tracks each stream's latest ts and reports the spread."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, window: int = 10) -> None:
-        self.server = IngestServer(host, port, _AnyStream(), self._deliver)
+        settings = IngestSettings(decoder=DebsCsvDecoder)  # the rows `pan simulate` sends
+        self.server = IngestServer(host, port, _AnyStream(), self._deliver, settings=settings)
         self.latest: dict[str, int] = {}
         self.rows: dict[str, int] = {}
         self.history: deque[dict[str, Any]] = deque(maxlen=window)
@@ -90,7 +91,8 @@ class DebugReceiver:
 
     def _deliver(self, batches: dict[str, list[Row]]) -> None:
         for stream, rows in batches.items():
-            newest = max(r[1] if isinstance(r, list) else r["ts"] for r in rows)
+            row_ts = self.server.row_format(stream).row_ts
+            newest = max(row_ts(r) for r in rows)
             old = self.latest.get(stream)
             if old is None or newest > old:
                 self.latest[stream] = newest

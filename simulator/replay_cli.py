@@ -1,6 +1,6 @@
 """`pan replay`: a workflow fed by the sensor simulator, every output recorded.
 
-The harness itself is generic (pan/replay.py); this module only supplies the
+The harness is simulator/replay.py; this module only supplies the
 simulator as its feed.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import orjson
 
 from pan.lifeline import die_with_launcher
-from pan.replay import replay
 from pan.specs import WorkflowError
 from pan.workflow import load_workflow, on_free_ports
 from simulator.impair import ImpairProfile, ProfileError
+from simulator.replay import replay
 from simulator.simulate import SimulateError, SimulateOptions, simulate
 
 

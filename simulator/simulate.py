@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pan.ingest import DEFAULT_PROMISE_AHEAD_MS, END_OF_STREAM, promise_line, send_lines
-from pan.specs import Workflow
+from pan.specs import Workflow, ingest_port, inter_pan_inputs
 from simulator.clock import LocalTime, TimeProvider
 from simulator.debs import HALF1, HALF2
 from simulator.impair import ImpairProfile, Packet, SensorImpairment
@@ -535,7 +535,7 @@ def _select(data_dir: Path, wanted: list[str] | None) -> tuple[dict[str, Path], 
 
 def _routed_sensors_without_data(workflow: Workflow, files: dict[str, Path]) -> list[str]:
     """Sensors the workflow receives that this data set never sends (e.g. a ball not used in it)."""
-    routed = [stream for spec in workflow.workers for stream in spec.inter_pan_inputs]
+    routed = [stream for spec in workflow.workers for stream in inter_pan_inputs(spec)]
     return [stream for stream in routed if stream.startswith("SENSOR") and stream not in files]
 
 
@@ -549,8 +549,9 @@ async def _promise_no_data(workflow: Workflow, streams: list[str], timeout_s: fl
     by_receiver: dict[tuple[str, int], list[str]] = {}
     for stream in streams:
         spec = workflow.ingest_receiver(stream)
-        assert spec is not None and spec.ingest_port is not None
-        by_receiver.setdefault((spec.host, spec.ingest_port), []).append(stream)
+        port = None if spec is None else ingest_port(spec)
+        assert spec is not None and port is not None
+        by_receiver.setdefault((spec.host, port), []).append(stream)
     errors = []
     for (host, port), promised in by_receiver.items():
         try:
@@ -612,12 +613,13 @@ async def simulate(opts: SimulateOptions) -> Summary:
     frontier: dict[str, int] = {}
     for stream, source in sources.items():
         spec = opts.workflow.ingest_receiver(stream)
-        if spec is None or spec.ingest_port is None:
+        port = None if spec is None else ingest_port(spec)
+        if spec is None or port is None:
             unrouted.append(stream)
             continue
-        stats = StreamStats(receiver=f"{spec.host}:{spec.ingest_port}")
+        stats = StreamStats(receiver=f"{spec.host}:{port}")
         streams[stream] = stats
-        link = Link(stream, spec.host, spec.ingest_port, stats, opts.connect_timeout_s)
+        link = Link(stream, spec.host, port, stats, opts.connect_timeout_s)
         params = opts.impair.for_stream(stream) if opts.impair is not None else None
         impairment = None
         if params is not None and opts.impair is not None:

@@ -74,14 +74,21 @@ def workflow_dict(repo_port: int, workers: list[dict[str, Any]], refresh_ms: int
     }
 
 
-def forwarder(name: str, streams: list[str], **extra: Any) -> dict[str, Any]:
+def forwarder(
+    name: str, streams: list[str], *, ingest_port: int | None = None, params: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A forwarder that receives ``streams`` on its ingest port, CSV sensor rows (debs_csv) or JSON."""
     return {
         "name": name,
         "type": "forwarder",
         "host": HOST,
         "port": free_port(),
-        "ingest_port": free_port(),
-        "inter_pan_inputs": streams,
+        "params": {
+            "ingest_port": free_port() if ingest_port is None else ingest_port,
+            "inter_pan_inputs": streams,
+            "decoder": "debs_csv",
+            **(params or {}),
+        },
         **extra,
     }
 

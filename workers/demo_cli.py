@@ -16,11 +16,11 @@ from typing import Any
 import aiohttp
 import orjson
 
-from pan.replay import replay
 from pan.repository_client import NoPublisher, RepositoryClient, RepositoryUnavailable
 from pan.specs import Workflow
 from pan.workflow import load_workflow
 from simulator.realistic import generate
+from simulator.replay import replay
 from simulator.simulate import SimulateOptions, simulate
 from simulator.split import split
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_S

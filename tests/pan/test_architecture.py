@@ -107,3 +107,36 @@ def test_the_cli_names_no_scenario_module() -> None:
                                                                                     "sys", "importlib", "__future__"}
     commands = {entry.value for entry in entry_points(group="pan.commands")}
     assert {"pan.commands.runtime", "workers.demo_cli", "simulator.simulate_cli", "benchmarks.cli"} <= commands
+
+
+#: Words of the soccer scenario that the generic core must not contain, in code, names, comments or docstrings:
+#: what wears the sources and what the scenario names its streams and CSV fields (``simulator/debs_rows.py``).
+#: Only words that cannot be ordinary English or generic code ("a", "v", "x" can).
+SCENARIO_WORDS = re.compile(
+    r"(?<![A-Za-z0-9])(?:sensors?|players?|balls?|debs|sensor\d+|sid|vx|vy|vz|ax|ay|az|goal(?:keeper)?s?|referees?)"
+    r"(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+
+
+def scenario_words(path: Path, root: Path = ROOT) -> list[str]:
+    """``file:line: word`` for every scenario word in ``path`` (an underscore separates words too)."""
+    return [f"{path.relative_to(root)}:{number}: {match.group(0)}"
+            for number, line in enumerate(path.read_text().splitlines(), 1)
+            for match in SCENARIO_WORDS.finditer(line)]
+
+
+def test_the_core_names_no_scenario_word() -> None:
+    modules = sorted((ROOT / "pan").rglob("*.py"))
+    assert len(modules) > 20  # the walk found the core
+    assert [hit for path in modules for hit in scenario_words(path)] == []
+
+
+def test_the_scenario_word_scan_finds_them(tmp_path: Path) -> None:
+    module = tmp_path / "pan" / "example.py"
+    module.parent.mkdir()
+    module.write_text('"""Reads a Sensor."""\nSTREAM = "SENSOR105"  # the ball\nfields = ("sid", "vx")\n'
+                      "PLAYER_SPEED = 1\nsensibly, balloon, sidebar, maxima, taxes = 0, 0, 0, 0, 0  # no match\n")
+    hits = scenario_words(module, tmp_path)
+    assert hits == ["pan/example.py:1: Sensor", "pan/example.py:2: SENSOR105", "pan/example.py:2: ball",
+                    "pan/example.py:3: sid", "pan/example.py:3: vx", "pan/example.py:4: PLAYER"]

@@ -24,6 +24,7 @@ import pytest
 from pan.ingest import END_OF_STREAM, Connection, IngestServer, IngestSettings, promise_line
 from pan.ordering import PS_PER_MS
 from pan.repository import RepositoryServer
+from simulator.debs_rows import DebsCsvDecoder
 from simulator.simulate import SimulateOptions, simulate
 from tests.conftest import HOST, Processes, WorkerGroup, forwarder, free_port, make_workflow, wait_until, workflow_dict
 from tests.pan.test_hardening_readers import answer
@@ -43,7 +44,8 @@ class Edge:
         self.made: list[dict[str, int]] = []
         self.rows: dict[str, list[Any]] = {}
         self.server = IngestServer(
-            HOST, 0, set(streams), self._deliver, self.made.append, IngestSettings(idle_after_ms=idle_after_ms)
+            HOST, 0, set(streams), self._deliver, self.made.append,
+            IngestSettings(idle_after_ms=idle_after_ms, decoder=DebsCsvDecoder),
         )
         self.sender = Connection("sensor")  # one sender for every sensor, as `pan simulate` per sensor
 
@@ -190,7 +192,7 @@ async def test_a_stopped_upstream_process_is_waited_for(
             os.kill(mid.pid, signal.SIGCONT)
         return time.monotonic() - stopped
 
-    sent, paused_s = await asyncio.gather(feed_in_real_time(fwd.spec.ingest_port), pause_mid())
+    sent, paused_s = await asyncio.gather(feed_in_real_time(fwd.spec.params["ingest_port"]), pause_mid())
     assert paused_s >= PAUSE_S
 
     async def sink_done() -> dict[str, Any] | None:

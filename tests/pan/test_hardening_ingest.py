@@ -59,13 +59,13 @@ def held(worker: Worker, stream: str) -> list[bytes]:
 
 
 async def send(worker: Worker, lines: list[bytes]) -> None:
-    assert worker.spec.ingest_port is not None
-    await send_lines("127.0.0.1", worker.spec.ingest_port, lines)
+    assert worker.spec.params["ingest_port"] is not None
+    await send_lines("127.0.0.1", worker.spec.params["ingest_port"], lines)
 
 
 async def connect(worker: Worker) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     async with asyncio.timeout(10):
-        return await asyncio.open_connection("127.0.0.1", worker.spec.ingest_port)
+        return await asyncio.open_connection("127.0.0.1", worker.spec.params["ingest_port"])
 
 
 async def data_page(worker: Worker, stream: str, after: int = -1) -> dict[str, Any]:
@@ -484,8 +484,8 @@ async def test_a_simulated_sensor_that_pauses_past_the_idle_timeout_reconnects_w
     from simulator.simulate import Link, StreamStats
 
     worker = await start_forwarder(repository, workers, params={"idle_timeout_s": 0.3})
-    assert worker.spec.ingest_port is not None
-    link = Link("SENSOR4", "127.0.0.1", worker.spec.ingest_port, StreamStats(), connect_timeout_s=10)
+    assert worker.spec.params["ingest_port"] is not None
+    link = Link("SENSOR4", "127.0.0.1", worker.spec.params["ingest_port"], StreamStats(), connect_timeout_s=10)
     try:
         assert await link.ensure(force=True)
         assert await link.send(sensor_row(4, 1).encode() + b"\n")

@@ -29,7 +29,7 @@ def held(worker: Worker, stream: str) -> list[dict]:
 
 
 async def send(worker: Worker, lines: list[bytes]) -> None:
-    await send_lines("127.0.0.1", worker.spec.ingest_port, lines)
+    await send_lines("127.0.0.1", worker.spec.params["ingest_port"], lines)
 
 
 async def test_bad_lines_are_counted_and_valid_rows_delivered_in_order(fwd: Worker) -> None:
@@ -60,7 +60,7 @@ async def test_bad_lines_are_counted_and_valid_rows_delivered_in_order(fwd: Work
 
 
 async def test_connection_closed_mid_line(fwd: Worker) -> None:
-    _reader, writer = await asyncio.open_connection("127.0.0.1", fwd.spec.ingest_port)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", fwd.spec.params["ingest_port"])
     writer.write((sensor_row(4, 1) + "\n" + sensor_row(4, 2)[:10]).encode())
     await writer.drain()
     writer.close()
@@ -72,7 +72,7 @@ async def test_connection_closed_mid_line(fwd: Worker) -> None:
 
 async def test_ten_thousand_rows_in_one_write(fwd: Worker) -> None:
     lines = [sensor_row(4 if n % 3 else 47, n, n).encode() for n in range(10_000)]
-    _reader, writer = await asyncio.open_connection("127.0.0.1", fwd.spec.ingest_port)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", fwd.spec.params["ingest_port"])
     writer.write(b"\n".join(lines) + b"\n")  # one write call
     await writer.drain()
     writer.close()
@@ -92,7 +92,7 @@ async def test_oversized_line_is_dropped_and_the_connection_goes_on(fwd: Worker)
 
 async def test_server_survives_abuse_and_keeps_accepting(fwd: Worker) -> None:
     for _ in range(5):
-        _reader, writer = await asyncio.open_connection("127.0.0.1", fwd.spec.ingest_port)
+        _reader, writer = await asyncio.open_connection("127.0.0.1", fwd.spec.params["ingest_port"])
         writer.write(bytes(range(256)) * 10)
         writer.transport.abort()  # reset, not a clean close
     await send(fwd, [sensor_row(47, 9).encode()])

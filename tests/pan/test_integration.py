@@ -81,7 +81,7 @@ async def network(processes: Processes) -> AsyncIterator[dict]:
 
     async with RepositoryClient(("127.0.0.1", repo_port)) as repository:
         await repository.wait_for_publishers(STREAMS, 30, publishers=3)  # the forwarder and both repeaters
-    feeder = Feeder(specs[0]["ingest_port"])
+    feeder = Feeder(specs[0]["params"]["ingest_port"])
     feeder.start()
     yield {"run": run, "specs": specs, "repo_port": repo_port, "feeder": feeder, "processes": processes}
     await feeder.stop()

@@ -224,7 +224,7 @@ async def test_quiet_clock_stream_is_moved_on_by_the_forwarders_idle_promise(
         page = merger.outputs["X"].buffer.read(-1, latest=1)
         return orjson.loads(page.items[0])["ts"] if page.items else -1
 
-    _, writer = await asyncio.open_connection("127.0.0.1", fwd["ingest_port"])
+    _, writer = await asyncio.open_connection("127.0.0.1", fwd["params"]["ingest_port"])
     try:
         def rows(sid: int, start_ms: int, end_ms: int) -> bytes:
             times = range(start_ms * PS_PER_MS, end_ms * PS_PER_MS, STEP_MS * PS_PER_MS)
@@ -313,13 +313,13 @@ async def test_end_lines_end_the_streams(repository: RepositoryServer, workers: 
 
     fwd, producer, merger = await merge_of_two_sensors(repository, workers)
     rows = {sid: [f"{sid},{t},0,0,0,0,0,0,0,0,0,0,0".encode() for t in range(sid, 400, 10)] for sid in (4, 8)}
-    await send_lines("127.0.0.1", fwd["ingest_port"], rows[4])  # each call: one connection, closed at the end
-    await send_lines("127.0.0.1", fwd["ingest_port"], rows[8])
+    await send_lines("127.0.0.1", fwd["params"]["ingest_port"], rows[4])  # each call: one connection, closed at the end
+    await send_lines("127.0.0.1", fwd["params"]["ingest_port"], rows[8])
     await wait_until(lambda: merger.outputs["X"].buffer.last >= 0, timeout_s=10)
     await asyncio.sleep(0.3)
     assert merger.outputs["X"].buffer.last < 79  # closed connections end nothing: the last rows are held
     assert producer.outputs["SENSOR4"].progress.wm is None
-    await send_lines("127.0.0.1", fwd["ingest_port"], [promise_line("SENSOR4"), promise_line("SENSOR8")])
+    await send_lines("127.0.0.1", fwd["params"]["ingest_port"], [promise_line("SENSOR4"), promise_line("SENSOR8")])
     await wait_until(lambda: merger.outputs["X"].buffer.last == 79, timeout_s=10)
     merged = [orjson.loads(b)["ts"] for b in merger.outputs["X"].buffer.read(-1, oldest=100).items]
     assert merged == sorted(merged) and len(merged) == 80
@@ -334,13 +334,13 @@ async def test_a_promise_line_releases_a_sensor_that_sends_nothing(
     from pan.ingest import promise_line, send_lines
 
     fwd, producer, merger = await merge_of_two_sensors(repository, workers)
-    _, writer = await asyncio.open_connection("127.0.0.1", fwd["ingest_port"])  # SENSOR4 stays connected
+    _, writer = await asyncio.open_connection("127.0.0.1", fwd["params"]["ingest_port"])  # SENSOR4 stays connected
     try:
         writer.write(b"".join(f"4,{t},0,0,0,0,0,0,0,0,0,0,0\n".encode() for t in range(100)))
         await writer.drain()
         await asyncio.sleep(0.3)
         assert merger.outputs["X"].buffer.last == -1  # SENSOR8 might still send: nothing can be released
-        await send_lines("127.0.0.1", fwd["ingest_port"], [promise_line("SENSOR8")])
+        await send_lines("127.0.0.1", fwd["params"]["ingest_port"], [promise_line("SENSOR8")])
         # Released up to SENSOR4's newest ts (exclusive: another row with that ts could still come).
         await wait_until(lambda: merger.outputs["X"].buffer.last == 98, timeout_s=10)
         released = [orjson.loads(b)["ts"] for b in merger.outputs["X"].buffer.read(-1, oldest=100).items]

@@ -84,7 +84,7 @@ def write_workflow(tmp: Path) -> tuple[Path, list[int]]:
     specs = [forwarder("F", STREAMS, peer="p1"), repeater("R", STREAMS, 1, peer="p2")]
     path = tmp / "workflow.json"
     path.write_bytes(orjson.dumps(workflow_dict(repo_port, specs, refresh_ms=300)))
-    ports = [repo_port, *(s["port"] for s in specs), specs[0]["ingest_port"]]
+    ports = [repo_port, *(s["port"] for s in specs), specs[0]["params"]["ingest_port"]]
     return path, ports
 
 

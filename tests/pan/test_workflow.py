@@ -23,9 +23,8 @@ VALID: dict[str, Any] = {
             "host": "127.0.0.1",
             "port": 51001,
             "peer": "peer1",
-            "ingest_port": 50001,
-            "inter_pan_inputs": ["SENSOR4", "SENSOR8"],
             "buffer_size": 10000,
+            "params": {"ingest_port": 50001, "inter_pan_inputs": ["SENSOR4", "SENSOR8"], "decoder": "debs_csv"},
         },
         {
             "name": "Repeater 1",
@@ -71,7 +70,7 @@ CASES: list[tuple[str, Any, list[str]]] = [
     ),
     (
         "ingest port clashes with an http port",
-        broken(lambda d: d["workers"][0].update(ingest_port=51002)),
+        broken(lambda d: d["workers"][0]["params"].update(ingest_port=51002)),
         ["'port'", "already used"],
     ),
     ("unknown worker type", broken(lambda d: d["workers"][1].update(type="teleporter")), ["unknown worker type"]),
@@ -87,7 +86,7 @@ CASES: list[tuple[str, Any, list[str]]] = [
     ),
     (
         "ingest port without streams",
-        broken(lambda d: d["workers"][0].pop("inter_pan_inputs")),
+        broken(lambda d: d["workers"][0]["params"].pop("inter_pan_inputs")),
         ["Forwarder 1", "'ingest_port' and 'inter_pan_inputs'"],
     ),
     (
@@ -104,8 +103,7 @@ CASES: list[tuple[str, Any, list[str]]] = [
                     "type": "forwarder",
                     "host": "127.0.0.1",
                     "port": 51003,
-                    "ingest_port": 50003,
-                    "inter_pan_inputs": ["SENSOR4"],
+                    "params": {"ingest_port": 50003, "inter_pan_inputs": ["SENSOR4"]},
                 }
             )
         ),
@@ -226,6 +224,7 @@ def test_free_ports_of_a_large_workflow_are_all_different() -> None:
     moved = on_free_ports(data)
     ports = [moved["repository"]["port"]]
     for worker in moved["workers"]:
-        ports += [worker["port"], *([worker["ingest_port"]] if "ingest_port" in worker else [])]
+        params = worker.get("params", {})
+        ports += [worker["port"], *([params["ingest_port"]] if "ingest_port" in params else [])]
     assert len(ports) == len(set(ports)) >= 18
     assert parse_workflow(moved).workers  # and the result is still a valid workflow

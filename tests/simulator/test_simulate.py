@@ -303,7 +303,8 @@ async def test_cli_prints_json_summary(fwd: tuple[Worker, Workflow], tmp_path: P
     wf_path.write_text(json.dumps({
         "name": "t", "repository": {"host": "127.0.0.1", "port": workflow.repository.port},
         "workers": [{"name": "F", "type": "forwarder", "host": "127.0.0.1", "port": spec.port,
-                     "ingest_port": spec.ingest_port, "inter_pan_inputs": ALL}]}))
+                     "params": {"ingest_port": spec.params["ingest_port"], "inter_pan_inputs": ALL,
+                                "decoder": "debs_csv"}}]}))
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pan", "simulate", "--workflow", str(wf_path), "--data", str(data),
         "--speedup", "0", "--quiet", cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -311,7 +312,7 @@ async def test_cli_prints_json_summary(fwd: tuple[Worker, Workflow], tmp_path: P
     assert proc.returncode == 0, err.decode()
     summary = json.loads(out)
     assert summary["sent"] == 1000 + 100 + 100 + 2 + 50 and summary["lost"] == 0
-    assert summary["streams"]["SENSOR4"]["receiver"] == f"127.0.0.1:{spec.ingest_port}"
+    assert summary["streams"]["SENSOR4"]["receiver"] == f"127.0.0.1:{spec.params['ingest_port']}"
     await wait_until(lambda: worker.component.counters()["rows"] == 1252)
 
 
@@ -358,7 +359,7 @@ async def test_all_sensors_60_s_at_speedup_10_arrive_once_in_order(processes, tm
     assert summary.sent == total and summary.lost == 0 and summary.errors == []
     assert summary.elapsed_s > 5.5  # paced; may take longer when the forwarders cannot keep up
     for spec in specs:
-        for stream in spec["inter_pan_inputs"]:
+        for stream in spec["params"]["inter_pan_inputs"]:
             want = rows[int(stream.removeprefix("SENSOR"))]
             got: list[int] = []
             while len(got) < len(want):
@@ -376,7 +377,7 @@ def test_replay_cli_on_free_ports_records_every_row(tmp_path: Path) -> None:
 
     split = tmp_path / "split"
     split.mkdir()
-    rows = ROOT.joinpath("workflows", "data", "demo_rows.csv").read_text().splitlines()
+    rows = ROOT.joinpath("workers", "data", "demo_rows.csv").read_text().splitlines()
     by_sensor: dict[str, list[str]] = {}
     for row in rows:
         by_sensor.setdefault(row.split(",", 1)[0], []).append(row)

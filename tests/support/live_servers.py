@@ -75,8 +75,7 @@ def forwarder_workflow(repository_port: int, streams: list[str], buffer_size: in
                     "type": "forwarder",
                     "host": HOST,
                     "port": free_port(),
-                    "ingest_port": free_port(),
-                    "inter_pan_inputs": streams,
+                    "params": {"ingest_port": free_port(), "inter_pan_inputs": streams, "decoder": "debs_csv"},
                     "buffer_size": buffer_size,
                 }
             ],

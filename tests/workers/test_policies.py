@@ -21,8 +21,8 @@ def merge_workflow(params: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": "p",
         "workers": [
-            {"name": "f", "type": "forwarder", "host": "127.0.0.1", "port": 41001, "ingest_port": 41002,
-             "inter_pan_inputs": ["S1"]},
+            {"name": "f", "type": "forwarder", "host": "127.0.0.1", "port": 41001,
+             "params": {"ingest_port": 41002, "inter_pan_inputs": ["S1"]}},
             {"name": "m", "type": "merge", "host": "127.0.0.1", "port": 41003, "inputs": ["S1"],
              "params": {"output": "OUT", **params}},
         ],

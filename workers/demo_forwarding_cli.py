@@ -22,12 +22,12 @@ from pan.client import StreamSubscriber
 from pan.ingest import send_lines
 from pan.lifeline import Lifeline
 from pan.repository_client import RepositoryClient
-from pan.specs import Workflow
+from pan.specs import Workflow, ingest_port, inter_pan_inputs
 from pan.workflow import load_workflow
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_WORKFLOW = ROOT / "workflows" / "demo_forwarding.json"
-DEFAULT_ROWS = ROOT / "workflows" / "data" / "demo_rows.csv"
+DEFAULT_ROWS = Path(__file__).resolve().parent / "data" / "demo_rows.csv"  # package data
 PICOS_PER_SECOND = 10**12
 
 
@@ -52,7 +52,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 async def _wait_for_publishers(workflow: Workflow, streams: list[str], timeout_s: float = 30.0) -> None:
-    wanted = sum(1 for w in workflow.workers if set(streams) & set(w.inputs) or set(streams) & set(w.inter_pan_inputs))
+    wanted = sum(1 for w in workflow.workers if set(streams) & {*w.inputs, *inter_pan_inputs(w)})
     async with RepositoryClient((workflow.repository.host, workflow.repository.port)) as repository:
         await repository.wait_for_publishers(streams, timeout_s, publishers=wanted)
 
@@ -77,8 +77,8 @@ async def _replay(host: str, port: int, lines: list[bytes], speedup: float) -> N
 
 
 async def _demo(workflow: Workflow, lines: list[bytes], speedup: float) -> int:
-    forwarder = next(w for w in workflow.workers if w.ingest_port is not None)
-    streams = list(forwarder.inter_pan_inputs)
+    forwarder = next(w for w in workflow.workers if ingest_port(w) is not None)
+    streams = inter_pan_inputs(forwarder)
     sent = Counter(f"SENSOR{line.split(b',', 1)[0].decode()}" for line in lines)
     await _wait_for_publishers(workflow, streams)
     print(f"workflow '{workflow.name}' is up; replaying {len(lines)} rows at {speedup}x", flush=True)
@@ -100,7 +100,7 @@ async def _demo(workflow: Workflow, lines: list[bytes], speedup: float) -> int:
 
     consumers = [asyncio.create_task(consume(s)) for s in streams]
     try:
-        await _replay(forwarder.host, forwarder.ingest_port or 0, lines, speedup)
+        await _replay(forwarder.host, ingest_port(forwarder) or 0, lines, speedup)
         await asyncio.wait_for(asyncio.gather(*consumers), timeout=30)
     except TimeoutError:
         pass

@@ -11,8 +11,9 @@ One harness for tests, benchmarks and users:
    through the ordering units as ``wm`` = 2^62) and has been recorded, or,
    for outputs that never end, once nothing has moved for a while.
 
-The simulator is passed in as a callable so that `pan/` keeps no knowledge
-of how input is produced.
+The feed is passed in as a callable (``simulator.replay_cli`` passes the
+sensor simulator, benchmarks pass their own), so the harness itself knows no
+input format.
 """
 
 from __future__ import annotations
