@@ -138,5 +138,6 @@ def test_the_scenario_word_scan_finds_them(tmp_path: Path) -> None:
     module.write_text('"""Reads a Sensor."""\nSTREAM = "SENSOR105"  # the ball\nfields = ("sid", "vx")\n'
                       "PLAYER_SPEED = 1\nsensibly, balloon, sidebar, maxima, taxes = 0, 0, 0, 0, 0  # no match\n")
     hits = scenario_words(module, tmp_path)
-    assert hits == ["pan/example.py:1: Sensor", "pan/example.py:2: SENSOR105", "pan/example.py:2: ball",
-                    "pan/example.py:3: sid", "pan/example.py:3: vx", "pan/example.py:4: PLAYER"]
+    name = module.relative_to(tmp_path).as_posix()
+    assert hits == [f"{name}:1: Sensor", f"{name}:2: SENSOR105", f"{name}:2: ball",
+                    f"{name}:3: sid", f"{name}:3: vx", f"{name}:4: PLAYER"]

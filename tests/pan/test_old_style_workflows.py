@@ -79,6 +79,7 @@ async def test_an_old_style_forwarder_receives_rows_over_tcp(
         {"ts": 7, "kind": "start", "i": 0}]
 
 
+@pytest.mark.process
 def test_pan_validate_shows_the_warning(tmp_path: Path) -> None:
     path = tmp_path / "old.json"
     path.write_text(json.dumps(workflow_dict(free_port(), [old_style_forwarder()])))

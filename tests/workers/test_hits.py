@@ -161,6 +161,7 @@ def check_kicks(m: ballgame.Match) -> tuple[float, float]:
     return precision, recall
 
 
+@pytest.mark.process
 def test_kicks_against_ground_truth() -> None:
     m = ballgame.match(3, 2)
     assert len(m.kicks) > 100
@@ -176,6 +177,7 @@ def test_kicks_against_ground_truth_ten_minutes() -> None:
     check_kicks(m)
 
 
+@pytest.mark.process
 def test_hits_determinism_under_jitter() -> None:
     m = ballgame.match(3, 2)
     begin, end = KO + debs.PS_PER_S, KO + 20 * debs.PS_PER_S  # the sample's player rows start at KO

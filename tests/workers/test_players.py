@@ -146,6 +146,7 @@ def match(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return load_match(tmp_path_factory)
 
 
+@pytest.mark.process
 def test_match_outputs(match: dict[str, Any]) -> None:
     """On a generated match: 50 Hz per player, 20 ms boundaries, plausible speeds."""
     samples = match["player_streams"]

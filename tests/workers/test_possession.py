@@ -204,6 +204,7 @@ def check_teams(m: ballgame.Match) -> None:
             assert abs(t["time_ps"] - expected) <= 10 * MS, (team, ts, t["time_ps"], expected)
 
 
+@pytest.mark.process
 def test_possession_against_ground_truth() -> None:
     m = ballgame.match(3, 2)
     check_players(m)
@@ -217,6 +218,7 @@ def test_possession_against_ground_truth_ten_minutes() -> None:
     check_teams(m)
 
 
+@pytest.mark.process
 def test_possession_determinism_under_jitter() -> None:
     m = ballgame.match(3, 2)
     end = KO + 40 * S
@@ -275,6 +277,7 @@ def ball_gap_folder(source: Path, folder: Path, gap: tuple[int, int], end: int) 
                 out.write(line)
 
 
+@pytest.mark.process
 def test_nobody_gains_possession_during_a_ball_data_gap(tmp_path: Path) -> None:
     """60 s without ball rows in the first half, as in the real file: nobody's possession grows meanwhile."""
     source = ballgame.generate(3, 2)

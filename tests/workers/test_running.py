@@ -234,6 +234,7 @@ def match(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return load_match(tmp_path_factory)
 
 
+@pytest.mark.process
 def test_generated_match(match: dict[str, Any]) -> None:
     streams = match["player_streams"]
     samples = merged(streams, list(PLAYERS))

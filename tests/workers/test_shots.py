@@ -182,6 +182,7 @@ def check_shots(m: ballgame.Match) -> float:
     return recall
 
 
+@pytest.mark.process
 def test_shots_against_ground_truth() -> None:
     m = ballgame.match(3, 2)
     assert m.shots
@@ -195,6 +196,7 @@ def test_shots_against_ground_truth_ten_minutes() -> None:
     check_shots(m)
 
 
+@pytest.mark.process
 def test_shots_determinism_under_jitter() -> None:
     m = ballgame.match(3, 2)
     start = m.shots[0][1] - 5 * S
