@@ -146,7 +146,7 @@ class Possession:
                     self.bad += 1
                 return None
             x, y = ev["x"], ev["y"]
-            inside = debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX
+            inside = debs.in_pitch(x, y)
             if ts > self.heard:
                 self.heard = ts
             if self.holder is not None and not inside:
@@ -228,7 +228,7 @@ class PossessionComponent(OrderedComponent):
             ts, x, y = ev["ts"], ev["x"], ev["y"]
             if "player" in ev or "event" in ev or type(ts) is not int:
                 return
-            inside = debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX
+            inside = debs.in_pitch(x, y)
         except (KeyError, TypeError):
             return
         last = self.ball_last
