@@ -38,6 +38,8 @@ BANDS = ("standing", "trot", "low", "medium", "high", "sprint")
 #: Upper speed limits (km/h, inclusive) of all bands but the last.
 LIMITS = (1.0, 11.0, 14.0, 17.0, 24.0)
 SLOT_PS = 20 * PS_PER_MS
+#: Window keys: band ``i`` sums its time (ps) under ``i`` and its distance (nm) under ``DISTANCE + i``.
+DISTANCE = len(BANDS)
 
 
 def band_of(v_um_s: float) -> int:
@@ -49,11 +51,8 @@ def band_of(v_um_s: float) -> int:
     return len(LIMITS)
 
 
-#: Window keys: band ``i`` sums its time (ps) under ``i`` and its distance (nm) under ``DISTANCE + i``.
-DISTANCE = len(BANDS)
-
-
 def selected_windows(spec: WorkerSpec) -> tuple[list[str], list[str]]:
+    """The ``windows`` param (default all of ``debs.WINDOWS``) and problems with it."""
     return selected_subset(spec, "windows", tuple(WINDOWS), "window")
 
 
