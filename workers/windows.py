@@ -101,18 +101,15 @@ class Windows(Generic[K]):
             w.buckets.append(bucket)
 
     def add(self, key: K, amount: int) -> None:
-        """Add ``amount`` (>= 0) for ``key`` to the open bucket and to every window.
+        """Add ``amount`` (>= 0) for ``key`` to the open bucket and to every window (after the first ``open``).
 
         A zero adds nothing: a key is in a window's sums exactly while a bucket inside holds it.
         """
-        bucket = self.bucket
-        if bucket is None:
-            raise RuntimeError("add before the first open")
         if amount <= 0:
             if amount < 0:
                 raise ValueError(f"amounts must not be negative, got {amount}")
             return
-        own = bucket.sums
+        own = self.bucket.sums  # type: ignore[union-attr]  # None only before the first open
         own[key] = own.get(key, 0) + amount
         for sums in self._sums:
             sums[key] = sums.get(key, 0) + amount
