@@ -87,9 +87,6 @@ class Windows(Generic[K]):
     def __iter__(self) -> Iterator[Window[K]]:
         return iter(self.windows)
 
-    def __len__(self) -> int:
-        return len(self.windows)
-
     def __getitem__(self, i: int) -> Window[K]:
         return self.windows[i]
 
