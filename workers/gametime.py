@@ -40,15 +40,21 @@ def clipped(a: int, b: int) -> list[tuple[int, int, int]]:
     return out
 
 
+def seconds_of(g: int, g_end: int) -> list[tuple[int, int]]:
+    """``[g, g_end)`` of the game clock as ``(g_start, g_end)`` pieces cut at game seconds."""
+    out: list[tuple[int, int]] = []
+    while g < g_end:
+        cut = min((g // PS_PER_S + 1) * PS_PER_S, g_end)
+        out.append((g, cut))
+        g = cut
+    return out
+
+
 def pieces(a: int, b: int) -> list[tuple[int, int]]:
     """The play within ``[a, b)`` (ts) as game-clock ``(g_start, g_end)`` pieces cut at game seconds."""
     out: list[tuple[int, int]] = []
     for lo, hi, offset in clipped(a, b):
-        g, g_end = lo - offset, hi - offset
-        while g < g_end:
-            cut = min((g // PS_PER_S + 1) * PS_PER_S, g_end)
-            out.append((g, cut))
-            g = cut
+        out += seconds_of(lo - offset, hi - offset)
     return out
 
 

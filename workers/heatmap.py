@@ -20,7 +20,6 @@ Input: the ``player_average`` streams. Exact rules (docs/q1-q3.md):
 from __future__ import annotations
 
 import math
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -31,8 +30,9 @@ from pan.component import ComponentContext
 from pan.specs import WorkerSpec
 from pan.streams import OutputStream, Tuple
 from workers.debs import PLAYERS, PS_PER_S, WINDOWS, X_MAX, X_MIN, Y_MAX, Y_MIN
-from workers.gametime import GAME_SECONDS, MAX_GAP_PS, pieces, ts_of_game
-from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players
+from workers.gametime import GAME_SECONDS, pieces, ts_of_game
+from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players, selected_subset
+from workers.windows import Windows
 
 FINE_X, FINE_Y = 64, 100
 GRIDS: dict[str, tuple[int, int]] = {"8x13": (8, 13), "16x25": (16, 25), "32x50": (32, 50), "64x100": (64, 100)}
@@ -108,51 +108,17 @@ def encode_cells(shares: dict[int, float], size: int) -> bytes:
     return orjson.dumps(cells, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def _subset(spec: WorkerSpec, key: str, allowed: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    value = spec.params.get(key)
-    if value is None:
-        return list(allowed), []
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        return [], [f"{key}: must be a non-empty list from {', '.join(allowed)}, got {value!r}"]
-    bad = [f"{key}: unknown {v!r} (allowed: {', '.join(allowed)})" for v in value if v not in allowed]
-    return [v for v in allowed if v in value], bad
-
-
-class _Window:
-    """Cell counts (ps) over the last ``seconds`` game seconds (None: the whole game)."""
-
-    __slots__ = ("buckets", "counts", "seconds", "streams", "total")
-
-    def __init__(self, seconds: int | None, streams: list[tuple[str, OutputStream]]) -> None:
-        self.seconds = seconds
-        self.streams = streams  # (grid name, stream)
-        self.buckets: deque[tuple[int, dict[int, int]]] = deque()
-        self.counts: dict[int, int] = {}
-        self.total = 0
-
-    def expire(self, lowest: int) -> None:
-        buckets, counts = self.buckets, self.counts
-        while buckets and buckets[0][0] < lowest:
-            _, cells = buckets.popleft()
-            for c, d in cells.items():
-                left = counts[c] - d
-                if left:
-                    counts[c] = left
-                else:
-                    del counts[c]
-                self.total -= d
-
-
 class _Player:
-    __slots__ = ("bucket", "cell", "last_ts", "name", "next_n", "windows")
+    __slots__ = ("cell", "last_ts", "name", "next_n", "second", "streams", "windows")
 
-    def __init__(self, name: str, windows: list[_Window]) -> None:
+    def __init__(self, name: str, windows: Windows[int], streams: list[list[tuple[str, OutputStream]]]) -> None:
         self.name = name
         self.windows = windows
+        self.streams = streams  # per window: (grid name, stream)
         self.last_ts: int | None = None
         self.cell = 0  # joint cell of the latest sample
         self.next_n = 1
-        self.bucket: tuple[int, dict[int, int]] | None = None
+        self.second = -1  # the game second of the open bucket
 
 
 @register
@@ -164,61 +130,42 @@ class HeatMap(PlayerStreamsComponent):
 
     @classmethod
     def main_outputs(cls, spec: WorkerSpec) -> list[str]:
-        windows = _subset(spec, "windows", HM_WINDOWS)[0]
-        grids = _subset(spec, "grids", tuple(GRIDS))[0]
+        windows = selected_subset(spec, "windows", HM_WINDOWS)[0]
+        grids = selected_subset(spec, "grids", tuple(GRIDS))[0]
         return [f"HM_{w}_{g}_{p}" for p in cls.players(spec) for w in windows for g in grids]
 
     @classmethod
     def check_own_params(cls, spec: WorkerSpec) -> list[str]:
         problems = selected_players(spec, cls.ALLOWED, PLAYERS)[1]
-        problems += _subset(spec, "windows", HM_WINDOWS)[1] + _subset(spec, "grids", tuple(GRIDS))[1]
+        problems += selected_subset(spec, "windows", HM_WINDOWS)[1] + selected_subset(spec, "grids", tuple(GRIDS))[1]
         return problems + check_inputs_match(spec, cls.input_names(spec))
 
     def __init__(self, ctx: ComponentContext) -> None:
         super().__init__(ctx)
-        windows = _subset(ctx.spec, "windows", HM_WINDOWS)[0]
-        grids = _subset(ctx.spec, "grids", tuple(GRIDS))[0]
+        windows = selected_subset(ctx.spec, "windows", HM_WINDOWS)[0]
+        grids = selected_subset(ctx.spec, "grids", tuple(GRIDS))[0]
         self._state: dict[str, _Player] = {}
         for p in self.players(ctx.spec):
-            ws = []
-            for w in windows:
-                length = WINDOWS[w]
-                streams = [(g, ctx.outputs[f"HM_{w}_{g}_{p}"]) for g in grids]
-                ws.append(_Window(None if length is None else length // PS_PER_S, streams))
-            self._state[p] = _Player(p, ws)
+            streams = [[(g, ctx.outputs[f"HM_{w}_{g}_{p}"]) for g in grids] for w in windows]
+            self._state[p] = _Player(p, Windows([WINDOWS[w] for w in windows]), streams)
         self.emitted = 0
 
     def process(self, events: list[Tuple]) -> None:
-        for st, ts, x, y in self.usable_samples(events, self._state):
-            last = st.last_ts
-            if last is not None:
-                if ts - last > MAX_GAP_PS:
-                    self.gaps += 1
-                else:
-                    for g, g_end in pieces(last, ts):
-                        n = g // PS_PER_S
-                        while st.next_n <= n:
-                            self._emit(st)
-                        self._add(st, n, g_end - g)
+        for st, ts, x, y, since in self.usable_samples(events, self._state):
+            if since is not None:
+                windows, cell = st.windows, st.cell
+                for g, g_end in pieces(since, ts):
+                    n = g // PS_PER_S
+                    while st.next_n <= n:
+                        self._emit(st)
+                    if n != st.second:
+                        st.second = n
+                        windows.open(n * PS_PER_S, (n + 1) * PS_PER_S)
+                    windows.add(cell, g_end - g)
             while st.next_n <= GAME_SECONDS and ts_of_game(st.next_n * PS_PER_S) <= ts:
                 self._emit(st)
             st.last_ts = ts
             st.cell = joint_cell(x, y)
-
-    @staticmethod
-    def _add(st: _Player, n: int, d: int) -> None:
-        bucket = st.bucket
-        if bucket is None or bucket[0] != n:
-            bucket = st.bucket = (n, {})
-            for w in st.windows:
-                if w.seconds is not None:
-                    w.buckets.append(bucket)
-        c = st.cell
-        cells = bucket[1]
-        cells[c] = cells.get(c, 0) + d
-        for w in st.windows:
-            w.counts[c] = w.counts.get(c, 0) + d
-            w.total += d
 
     def _emit(self, st: _Player) -> None:
         """Emit every window and grid for the game second boundary ``st.next_n`` and move on."""
@@ -226,17 +173,16 @@ class HeatMap(PlayerStreamsComponent):
         st.next_n = n + 1
         ts = ts_of_game(n * PS_PER_S)
         name_json = orjson.dumps(st.name)
-        for w in st.windows:
-            if w.seconds is not None:
-                w.expire(n - w.seconds)
-            total = w.total
-            for grid, stream in w.streams:
+        st.windows.slide(n * PS_PER_S)
+        for w, streams in zip(st.windows, st.streams, strict=True):
+            total = sum(w.sums.values())
+            for grid, stream in streams:
                 nx, ny = GRIDS[grid]
                 table = _TABLES[grid]
                 shares: dict[int, float] = {}
                 if total:
                     counts: dict[int, int] = {}
-                    for key, d in w.counts.items():
+                    for key, d in w.sums.items():
                         c = table[key]
                         counts[c] = counts.get(c, 0) + d
                     shares = {c: d / total * 100 for c, d in counts.items()}

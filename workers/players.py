@@ -37,6 +37,7 @@ from pan.ordered import OrderedComponent
 from pan.specs import WorkerSpec
 from pan.streams import Tuple
 from workers.debs import PLAYER_SENSORS, PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, REFEREE_SENSORS, sensor_stream
+from workers.gametime import MAX_GAP_PS
 
 
 class _Sampled(Protocol):
@@ -72,6 +73,21 @@ def selected_players(
     if len(set(value)) != len(value):
         problems.append(f"players: duplicates in {value!r}")
     return [p for p in dict.fromkeys(value) if p in allowed], problems
+
+
+def selected_subset(
+    spec: WorkerSpec, key: str, allowed: tuple[str, ...], noun: str = ""
+) -> tuple[list[str], list[str]]:
+    """The ``key`` param (a list of names from ``allowed``; default all of them) in ``allowed``'s order,
+    and problems with it; ``noun`` names a member in the messages."""
+    value = spec.params.get(key)
+    if value is None:
+        return list(allowed), []
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        return [], [f"{key}: must be a non-empty list from {', '.join(allowed)}, got {value!r}"]
+    unknown = f"{key}: unknown {noun} " if noun else f"{key}: unknown "
+    bad = [f"{unknown}{v!r} (allowed: {', '.join(allowed)})" for v in value if v not in allowed]
+    return [v for v in allowed if v in value], bad
 
 
 def check_inputs_match(spec: WorkerSpec, derived: list[str]) -> list[str]:
@@ -237,9 +253,16 @@ class PlayerStreamsComponent(OrderedComponent):
         super().__init__(ctx)
         self.samples = self.bad = self.foreign = self.out_of_order = self.gaps = 0
 
-    def usable_samples(self, events: list[Tuple], state: Mapping[str, P]) -> Iterator[tuple[P, int, float, float]]:
-        """(player state, ts, x, y) of each well-formed sample of a known player that is newer than the
-        player's last one (``state[name].last_ts``); the others are counted, never raised."""
+    def usable_samples(
+        self, events: list[Tuple], state: Mapping[str, P]
+    ) -> Iterator[tuple[P, int, float, float, int | None]]:
+        """(player state, ts, x, y, since) of each well-formed sample of a known player that is newer than
+        the player's last one (``state[name].last_ts``); the others are counted, never raised.
+
+        ``since`` is the previous sample's ts when the step from it counts: None for the player's first
+        sample and after a gap longer than ``MAX_GAP_PS`` (counted in ``gaps``). The caller moves
+        ``last_ts`` on.
+        """
         for ev in events:
             self.samples += 1
             name = ev.get("player")
@@ -254,10 +277,15 @@ class PlayerStreamsComponent(OrderedComponent):
             ):
                 self.bad += 1
                 continue
-            if st.last_ts is not None and ts <= st.last_ts:
-                self.out_of_order += 1
-                continue
-            yield st, ts, x, y
+            since = st.last_ts
+            if since is not None:
+                if ts <= since:
+                    self.out_of_order += 1
+                    continue
+                if ts - since > MAX_GAP_PS:
+                    self.gaps += 1
+                    since = None
+            yield st, ts, x, y, since
 
     def counters(self) -> dict[str, Any]:
         return {**super().counters(), "samples": self.samples, "bad": self.bad, "foreign": self.foreign,

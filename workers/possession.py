@@ -53,7 +53,6 @@ break into the first half's last minutes. ``wholeGame`` is every possession.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, ClassVar
 
 from pan.catalog import register
@@ -63,6 +62,7 @@ from pan.streams import Tuple
 from workers import debs
 from workers.gametime import played
 from workers.nfp import BALL_GAP_PS, Doubts
+from workers.windows import Window, Windows
 
 INPUTS = ["INTERRUPTIONS", "BALLHITS", "ACTIVEBALL"]
 BUCKET_PS = 20 * debs.PS_PER_MS
@@ -146,7 +146,7 @@ class Possession:
                     self.bad += 1
                 return None
             x, y = ev["x"], ev["y"]
-            inside = debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX
+            inside = debs.in_pitch(x, y)
             if ts > self.heard:
                 self.heard = ts
             if self.holder is not None and not inside:
@@ -228,7 +228,7 @@ class PossessionComponent(OrderedComponent):
             ts, x, y = ev["ts"], ev["x"], ev["y"]
             if "player" in ev or "event" in ev or type(ts) is not int:
                 return
-            inside = debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX
+            inside = debs.in_pitch(x, y)
         except (KeyError, TypeError):
             return
         last = self.ball_last
@@ -315,35 +315,22 @@ class PlayerPossession(PossessionComponent):
                 items.clear()
 
 
-class WindowSum:
-    """Closed possession intervals of one team that may still overlap a sliding window of game time."""
+#: The windows that slide (all but ``wholeGame``), in ``debs.WINDOWS`` order.
+SLIDING: dict[str, int] = {w: length for w, length in debs.WINDOWS.items() if length is not None}
 
-    def __init__(self, length: int | None) -> None:
-        self.length = length
-        self.intervals: deque[tuple[int, int]] = deque()  # in game time (``played``)
-        self.total = 0
 
-    def add(self, start: int, end: int) -> None:
-        if self.length is None:
-            self.total += end - start
-            return
-        start, end = played(start), played(end)
-        self.total += end - start
-        self.intervals.append((start, end))
+def finished_time(window: Window[str], team: str, now: int) -> int:
+    """The team's finished possession time inside a sliding ``window`` slid to game time ``now``.
 
-    def value(self, ts: int) -> int:
-        """Closed possession time within the last ``length`` of game time before ts; ts never decreases."""
-        if self.length is None:
-            return self.total
-        lo = played(ts) - self.length
-        intervals = self.intervals
-        while intervals and intervals[0][1] <= lo:
-            start, end = intervals.popleft()
-            self.total -= end - start
-        total = self.total
-        if intervals and intervals[0][0] < lo:
-            total -= lo - intervals[0][0]
-        return total
+    A window's buckets are possessions, so the oldest may have begun before the window: only
+    its part inside counts.
+    """
+    assert window.length is not None
+    total = window.sums.get(team, 0)
+    oldest, lowest = window.oldest(), now - window.length
+    if oldest is not None and oldest.start < lowest:
+        total -= lowest - oldest.start
+    return total
 
 
 @register
@@ -358,29 +345,41 @@ class TeamPossession(PossessionComponent):
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
-        self.sums = {(w, t): WindowSum(length) for w, length in debs.WINDOWS.items() for t in debs.TEAMS}
-        self.last: dict[tuple[str, str], tuple[int, float] | None] = dict.fromkeys(self.sums)
-        self.pending: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in self.sums}
+        #: per team: its finished possessions in game time (``played``), one bucket each, in the SLIDING windows
+        self.windows: dict[str, Windows[str]] = {t: Windows(list(SLIDING.values())) for t in debs.TEAMS}
+        self.window_of = {(w, t): self.windows[t][i] for t in debs.TEAMS for i, w in enumerate(SLIDING)}
+        #: per team: the time of all its finished possessions (``wholeGame`` counts event time)
+        self.whole_game: dict[str, int] = dict.fromkeys(debs.TEAMS, 0)
+        keys = [(w, t) for w in debs.WINDOWS for t in debs.TEAMS]
+        self.last: dict[tuple[str, str], tuple[int, float] | None] = dict.fromkeys(keys)
+        self.pending: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in keys}
 
     def closed(self, closes: list[tuple[str, int, int, int]]) -> None:
         for player, start, end, _at in closes:
             team = debs.team_of(player)
-            for w in debs.WINDOWS:
-                self.sums[(w, team)].add(start, end)
+            self.whole_game[team] += end - start
+            windows = self.windows[team]
+            windows.open(played(start), played(end))
+            windows.add(team, played(end) - played(start))
 
     def tick(self, ts: int) -> None:
         state = self.state
         holder_team = debs.team_of(state.holder) if state.holder is not None else None
         upto = min(ts, state.credited_until())
+        now = played(ts)
+        for windows in self.windows.values():
+            windows.slide(now)
         for w, length in debs.WINDOWS.items():
             times = {}
             for t in debs.TEAMS:
-                total = self.sums[(w, t)].value(ts)
-                if t == holder_team:
-                    if length is None:
+                if length is None:
+                    total = self.whole_game[t]
+                    if t == holder_team:
                         total += max(0, upto - state.since)
-                    else:
-                        total += max(0, played(upto) - max(played(state.since), played(ts) - length))
+                else:
+                    total = finished_time(self.window_of[(w, t)], t, now)
+                    if t == holder_team:
+                        total += max(0, played(upto) - max(played(state.since), now - length))
                 times[t] = total
             both = sum(times.values())
             for t, total in times.items():

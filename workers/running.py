@@ -24,22 +24,22 @@ Exact rules (docs/q1-q3.md):
 from __future__ import annotations
 
 import math
-from collections import deque
-from typing import Any
 
 from pan.catalog import register
 from pan.component import ComponentContext
 from pan.specs import WorkerSpec
 from pan.streams import OutputStream, Tuple
 from workers.debs import PLAYERS, PS_PER_MS, PS_PER_S, WINDOWS
-from workers.gametime import MAX_GAP_PS, clipped
-from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players
+from workers.gametime import clipped, seconds_of
+from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players, selected_subset
+from workers.windows import Windows
 
 BANDS = ("standing", "trot", "low", "medium", "high", "sprint")
 #: Upper speed limits (km/h, inclusive) of all bands but the last.
 LIMITS = (1.0, 11.0, 14.0, 17.0, 24.0)
 SLOT_PS = 20 * PS_PER_MS
-
+#: Window keys: band ``i`` sums its time (ps) under ``i`` and its distance (nm) under ``DISTANCE + i``.
+DISTANCE = len(BANDS)
 
 
 def band_of(v_um_s: float) -> int:
@@ -52,51 +52,26 @@ def band_of(v_um_s: float) -> int:
 
 
 def selected_windows(spec: WorkerSpec) -> tuple[list[str], list[str]]:
-    value = spec.params.get("windows")
-    if value is None:
-        return list(WINDOWS), []
-    if not isinstance(value, list) or not value or not all(isinstance(w, str) for w in value):
-        return [], [f"windows: must be a non-empty list from {', '.join(WINDOWS)}, got {value!r}"]
-    bad = [f"windows: unknown window {w!r} (allowed: {', '.join(WINDOWS)})" for w in value if w not in WINDOWS]
-    return [w for w in WINDOWS if w in value], bad
-
-
-class _Window:
-    """Sums over the buckets of the last ``seconds`` game seconds (None: everything)."""
-
-    __slots__ = ("buckets", "nm", "seconds", "stream", "t")
-
-    def __init__(self, seconds: int | None, stream: OutputStream) -> None:
-        self.seconds = seconds
-        self.stream = stream
-        self.buckets: deque[list[Any]] = deque()
-        self.t = [0] * len(BANDS)
-        self.nm = [0] * len(BANDS)
-
-    def expire(self, lowest: int) -> None:
-        buckets, t, nm = self.buckets, self.t, self.nm
-        while buckets and buckets[0][0] < lowest:
-            _, bt, bnm = buckets.popleft()
-            for i in range(len(BANDS)):
-                t[i] -= bt[i]
-                nm[i] -= bnm[i]
+    """The ``windows`` param (default all of ``debs.WINDOWS``) and problems with it."""
+    return selected_subset(spec, "windows", tuple(WINDOWS), "window")
 
 
 class _Player:
     __slots__ = (
-        "agg_slot", "band", "bucket", "last_ts", "name", "run", "run_slot", "seg_band", "seg_nm", "seg_start",
-        "seg_stop", "v", "windows", "x", "y",
+        "agg_slot", "aggregates", "band", "last_ts", "name", "run", "run_slot", "second", "seg_band", "seg_nm",
+        "seg_start", "seg_stop", "v", "windows", "x", "y",
     )
 
-    def __init__(self, name: str, run: OutputStream, windows: list[_Window]) -> None:
+    def __init__(self, name: str, run: OutputStream, windows: Windows[int], aggregates: list[OutputStream]) -> None:
         self.name = name
         self.run = run
         self.windows = windows
+        self.aggregates = aggregates  # RUNAGG stream of each window
         self.last_ts: int | None = None
         self.x = self.y = 0.0  # position of the latest sample (mm)
         self.v = 0.0  # speed of the step being accounted (µm/s)
         self.band = 0
-        self.bucket: list[Any] | None = None
+        self.second = -1  # the game second of the open bucket
         self.seg_band = -1
         self.seg_start = self.seg_stop = self.seg_nm = 0
         self.run_slot = self.agg_slot = -1
@@ -128,50 +103,34 @@ class Running(PlayerStreamsComponent):
         self._agg_ps = self.params.get("agg_period_ms", 20) * PS_PER_MS
         self._state: dict[str, _Player] = {}
         for p in self.players(ctx.spec):
-            ws = []
-            for w in windows:
-                length = WINDOWS[w]
-                ws.append(_Window(None if length is None else length // PS_PER_S, ctx.outputs[f"RUNAGG_{w}_{p}"]))
-            self._state[p] = _Player(p, ctx.outputs[f"RUN_{p}"], ws)
+            aggregates = [ctx.outputs[f"RUNAGG_{w}_{p}"] for w in windows]
+            self._state[p] = _Player(p, ctx.outputs[f"RUN_{p}"], Windows([WINDOWS[w] for w in windows]), aggregates)
 
     def process(self, events: list[Tuple]) -> None:
-        for st, ts, x, y in self.usable_samples(events, self._state):
+        for st, ts, x, y, since in self.usable_samples(events, self._state):
             x, y = float(x), float(y)
-            last = st.last_ts
-            if last is not None:
-                if ts - last > MAX_GAP_PS:
-                    self.gaps += 1
-                else:
-                    dx, dy = x - st.x, y - st.y
-                    st.v = math.sqrt(dx * dx + dy * dy) * 1e15 / (ts - last)
-                    st.band = band_of(st.v)
-                    for lo, hi, offset in clipped(last, ts):
-                        self._account(st, lo, hi, offset)
+            if since is not None:
+                dx, dy = x - st.x, y - st.y
+                st.v = math.sqrt(dx * dx + dy * dy) * 1e15 / (ts - since)
+                st.band = band_of(st.v)
+                for lo, hi, offset in clipped(since, ts):
+                    self._account(st, lo, hi, offset)
             st.last_ts, st.x, st.y = ts, x, y
 
     def _account(self, st: _Player, lo: int, hi: int, offset: int) -> None:
         """Add the counted interval ``[lo, hi)`` (ts; ``g = ts - offset``) and emit."""
-        band, v = st.band, st.v
+        band, v, windows = st.band, st.v, st.windows
         total = 0
-        g, g_end = lo - offset, hi - offset
-        while g < g_end:
+        g_end = hi - offset
+        for g, cut in seconds_of(lo - offset, g_end):
             n = g // PS_PER_S
-            cut = min((n + 1) * PS_PER_S, g_end)
-            d = cut - g
-            nm = math.floor(v * d / 1e9)
+            if n != st.second:
+                st.second = n
+                windows.open(n * PS_PER_S, (n + 1) * PS_PER_S)
+            nm = math.floor(v * (cut - g) / 1e9)
             total += nm
-            bucket = st.bucket
-            if bucket is None or bucket[0] != n:
-                bucket = st.bucket = [n, [0] * len(BANDS), [0] * len(BANDS)]
-                for w in st.windows:
-                    if w.seconds is not None:
-                        w.buckets.append(bucket)
-            bucket[1][band] += d
-            bucket[2][band] += nm
-            for w in st.windows:
-                w.t[band] += d
-                w.nm[band] += nm
-            g = cut
+            windows.add(band, cut - g)
+            windows.add(DISTANCE + band, nm)
         if st.seg_band == band and st.seg_stop == lo:
             st.seg_nm += total
         else:
@@ -188,18 +147,15 @@ class Running(PlayerStreamsComponent):
         slot = -(-hi // self._agg_ps)
         if slot > st.agg_slot:
             st.agg_slot = slot
-            current = -(-g_end // PS_PER_S)
-            for w in st.windows:
-                if w.seconds is not None:
-                    w.expire(current - w.seconds)
-                t, nm = w.t, w.nm
-                w.stream.append({
+            windows.slide(-(-g_end // PS_PER_S) * PS_PER_S)  # the current partial second and whole ones
+            for w, stream in zip(windows, st.aggregates, strict=True):
+                get = w.sums.get
+                stream.append({
                     "ts": hi, "player": st.name,
-                    "standing_time_ps": t[0], "standing_distance": nm[0] / 1e9,
-                    "trot_time_ps": t[1], "trot_distance": nm[1] / 1e9,
-                    "low_time_ps": t[2], "low_distance": nm[2] / 1e9,
-                    "medium_time_ps": t[3], "medium_distance": nm[3] / 1e9,
-                    "high_time_ps": t[4], "high_distance": nm[4] / 1e9,
-                    "sprint_time_ps": t[5], "sprint_distance": nm[5] / 1e9,
+                    "standing_time_ps": get(0, 0), "standing_distance": get(DISTANCE, 0) / 1e9,
+                    "trot_time_ps": get(1, 0), "trot_distance": get(DISTANCE + 1, 0) / 1e9,
+                    "low_time_ps": get(2, 0), "low_distance": get(DISTANCE + 2, 0) / 1e9,
+                    "medium_time_ps": get(3, 0), "medium_distance": get(DISTANCE + 3, 0) / 1e9,
+                    "high_time_ps": get(4, 0), "high_distance": get(DISTANCE + 4, 0) / 1e9,
+                    "sprint_time_ps": get(5, 0), "sprint_distance": get(DISTANCE + 5, 0) / 1e9,
                 })
-

@@ -202,7 +202,7 @@ class Shots(OrderedComponent):
         check = sum(row.values())
         if type(ts) is not int or check - check != 0:
             raise ValueError("not a finite ball row")
-        if not (debs.X_MIN <= x <= debs.X_MAX and debs.Y_MIN <= y <= debs.Y_MAX):
+        if not debs.in_pitch(x, y):
             self.end_shot()  # left the pitch: the exit row is not part of the shot
             return
         if self.current is not None:

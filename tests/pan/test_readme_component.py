@@ -7,17 +7,28 @@ import re
 import pytest
 
 from pan.specs import WorkflowError
+from pan.testing import build_component, output_tuples
 from tests.conftest import ROOT
-from tests.support.harness import build_component, output_tuples
 
 PS = 10**12
 
 
+def readme_examples() -> list[str]:
+    """The Python blocks of the README's "Writing a component": the component, then its offline test."""
+    section = (ROOT / "README.md").read_text().split("## Writing a component", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
 @pytest.fixture(scope="module")
 def example() -> None:
-    section = (ROOT / "README.md").read_text().split("## Writing a component", 1)[1].split("\n## ", 1)[0]
-    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
-    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})  # registers the type
+    component, _test = readme_examples()
+    exec(compile(component, "README.md", "exec"), {"__name__": "readme_example"})  # registers the type
+
+
+def test_readme_offline_test_of_the_component_passes(example: None) -> None:
+    _component, test = readme_examples()
+    assert "from pan.testing import" in test
+    exec(compile(test, "README.md", "exec"), {"__name__": "readme_example_test"})  # its asserts must hold
 
 
 def test_readme_component_reports_pauses_in_ts_order(example: None) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from tests.support.harness import build_component
+from pan.testing import build_component
 from workers import debs
 
 KEYS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pan.component import Component
-from tests.support.harness import build_component, output_tuples
+from pan.testing import build_component, output_tuples
 from workers.debs import PS_PER_S, SENSOR_OWNER, sensor_stream
 
 FIELDS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")

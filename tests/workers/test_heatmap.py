@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pan.specs import WorkflowError
-from tests.support.harness import build_component, output_tuples
+from pan.testing import build_component, output_tuples
 from tests.support.match_feed import (
     OFFLINE,
     all_outputs,

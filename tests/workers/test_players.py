@@ -13,8 +13,8 @@ import pytest
 
 from pan.progress import StreamProgress
 from pan.specs import WorkflowError
+from pan.testing import build_component, output_tuples
 from tests.conftest import wait_until
-from tests.support.harness import build_component, output_tuples
 from tests.support.match_feed import OFFLINE, all_outputs, feed_jittered, load_match, sensor_stream_of
 from workers.debs import PS_PER_MS, PS_PER_S
 from workers.players import SLOT_PS

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from pan.specs import WorkflowError
+from pan.testing import build_component
 from pan.workflow import parse_workflow
-from tests.support.harness import build_component
 
 
 def merge_workflow(params: dict[str, Any]) -> dict[str, Any]:
@@ -117,7 +117,7 @@ def kick_feed(drop_b3_rows: int) -> list[dict[str, int]]:
 
 @pytest.mark.parametrize("policy", ["best_effort", "nfp"])
 def test_a_hit_that_lost_rows_could_change_is_withheld_under_nfp(policy: str) -> None:
-    from tests.support.harness import output_tuples
+    from pan.testing import output_tuples
 
     out = {}
     for dropped in (0, 3):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pan.testing import build_component, output_tuples
 from tests.support import ballgame
-from tests.support.harness import build_component, output_tuples
 from workers import debs
 
 KO = debs.FIRST_HALF[0]

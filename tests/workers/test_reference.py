@@ -2,7 +2,7 @@
 
 The comparison runs the streaming player_average, running and heatmap, and the
 Q2 chain active_ball -> ball_hits -> player/team possession, offline
-(tests/support/harness.py) on a generated match and checks every recorded tuple against
+(pan/testing.py) on a generated match and checks every recorded tuple against
 the batch output: ints exactly, floats within 1e-9 relative. Q2's hand-made
 cases are in tests/workers/test_reference_q2.py.
 """
@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from pan.cli import main
-from tests.support.harness import output_tuples
+from pan.testing import output_tuples
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
 
 S1, E1 = FIRST_HALF
@@ -169,7 +169,7 @@ def test_standing_in_one_cell_gives_exact_heat_maps(hand_made: Path) -> None:
 
 def test_half_time_and_gaps_equal_the_streaming_components(hand_made: Path) -> None:
     """A5's random walk across the break: game clock, clipping, gaps, windows reaching back over half time."""
-    from tests.support.harness import build_component
+    from pan.testing import build_component
     from tests.support.match_feed import OFFLINE, feed_in_chunks, player_stream_of, sensor_stream_of
 
     events = [dict(zip(("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az"),
@@ -211,7 +211,7 @@ def streaming_outputs(full_game: Path, heatmap: dict[str, Any] | None = None) ->
 
     ``heatmap``: extra heatmap parameters (a subset of its windows and grids).
     """
-    from tests.support.harness import build_component
+    from pan.testing import build_component
     from tests.support.match_feed import (
         OFFLINE,
         as_events,
@@ -263,8 +263,8 @@ def q2_streaming_outputs(split: Path, heartbeats: bool = True) -> dict[str, list
     Each component gets its inputs merged in (ts, input position) order, chunk by
     chunk, as its ordering unit delivers them when nothing is late.
     """
+    from pan.testing import build_component
     from tests.support.ballgame import Reader, as_events, merge
-    from tests.support.harness import build_component
     from workers.debs import BALLS, PLAYER_SENSORS
 
     active = build_component("active_ball", buffer_size=2_000_000)

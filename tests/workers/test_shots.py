@@ -8,8 +8,8 @@ from collections import defaultdict
 import pytest
 
 from pan.specs import WorkflowError
+from pan.testing import build_component, output_tuples
 from tests.support import ballgame
-from tests.support.harness import build_component, output_tuples
 from workers import debs
 
 KO = debs.FIRST_HALF[0]
