@@ -35,7 +35,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import orjson
@@ -200,24 +200,8 @@ class IngestCounters:
     per_stream: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "connections": self.connections,
-            "open_connections": self.open_connections,
-            "refused_connections": self.refused_connections,
-            "idle_timeouts": self.idle_timeouts,
-            "rows": self.rows,
-            "malformed": self.malformed,
-            "unexpected": self.unexpected,
-            "truncated": self.truncated,
-            "oversized": self.oversized,
-            "promises": self.promises,
-            "idle_declared": self.idle_declared,
-            "idle_promises": self.idle_promises,
-            "behind_promise": self.behind_promise,
-            "rejected": dict(self.rejected),
-            "promises_refused": dict(self.promises_refused),
-            "per_stream": dict(self.per_stream),
-        }
+        """Every counter by its field name, with copies of the per-reason and per-stream maps."""
+        return asdict(self)
 
 
 class LineParser:
