@@ -6,8 +6,9 @@ upstream watermark next to the buffered records):
 
 * ``InputChannel`` owns the ring buffer the pull fills, the producer's progress of the
   latest fetch, the counters, and ``pull(subscriber)``: the task that fetches through a
-  ``StreamSubscriber`` (which keeps the fetch position, the epoch and the failover between
-  publishers) whenever the buffer has room;
+  ``StreamSubscriber`` whenever the buffer has room. The channel holds that subscriber's
+  ``SubscriptionState`` (``pan/subscription.py``: fetch position, epoch, failover between
+  publishers) and reads where the pull stands from it;
 * a ``Cursor`` is one reader's position in the buffer. While a cursor exists, the pull
   never overwrites what it has not read: a slow component delays its input instead of
   losing it. ``read`` starts over by itself when the producer restarted.
@@ -27,6 +28,7 @@ from pan.ringbuffer import RingBuffer
 
 if TYPE_CHECKING:
     from pan.client import StreamSubscriber
+    from pan.subscription import SubscriptionState
 
 Tuple = dict[str, Any]
 
@@ -64,6 +66,7 @@ class InputChannel:
         #: Called after new tuples, a reset or news in the progress, so a component can wait on several inputs.
         self.listeners: list[Callable[[], None]] = []
         self.subscriber: StreamSubscriber | None = None  # while ``pull`` runs
+        self.subscription: SubscriptionState | None = None  # where that pull stands: position, epoch, source
         self._received = 0
         self._resets = 0
         self._waits_for_reader = 0
@@ -74,7 +77,7 @@ class InputChannel:
 
     async def pull(self, subscriber: StreamSubscriber, page: int) -> None:
         """Fill the buffer through ``subscriber`` forever, ``page`` tuples at most per fetch."""
-        self.subscriber = subscriber
+        self.subscriber, self.subscription = subscriber, subscriber.state
         while True:
             await self.wait_for_room(page)  # a slow component holds the pull; nothing is overwritten
             fetch = await subscriber.fetch()
@@ -87,7 +90,7 @@ class InputChannel:
     @property
     def upstream_last(self) -> int:
         """The publisher's newest index at the last fetch."""
-        return -1 if self.subscriber is None else self.subscriber.upstream_last
+        return -1 if self.subscription is None else self.subscription.upstream_last
 
     @property
     def behind(self) -> bool:
@@ -97,19 +100,19 @@ class InputChannel:
     @property
     def source(self) -> dict[str, Any] | None:
         """The publisher pulled from now (None while looking for one)."""
-        subscriber = self.subscriber
-        if subscriber is None or subscriber.source is None:
+        subscriber, subscription = self.subscriber, self.subscription
+        if subscriber is None or subscription is None or subscription.source is None:
             return None
-        source = subscriber.source
+        source = subscription.source
         return {"host": source.host, "port": source.port, "rep": source.rep, "lvl": source.lvl,
-                "local": subscriber.source_is_local}
+                "local": subscriber.fetcher.is_local(source)}
 
     @property
     def counters(self) -> InputCounters:
         """What happened to this input so far (the pull's failovers and losses included)."""
         counters = InputCounters(self._received, resets=self._resets, waits_for_reader=self._waits_for_reader)
-        if self.subscriber is not None:
-            stats = self.subscriber.stats
+        if self.subscription is not None:
+            stats = self.subscription.stats
             counters.missed, counters.failovers = stats.missed, stats.failovers
             counters.decode_errors, counters.bad_sources = stats.decode_errors, stats.bad_sources
         return counters

@@ -1,0 +1,131 @@
+"""One `/data` page from one publisher, over HTTP or in process, and nothing else.
+
+The fetcher keeps no position and makes no choice of publisher (that is
+``pan.subscription.SubscriptionState``); it turns "the tuples after index P
+from publisher X" into a request and the answer into a checked page.
+
+Nothing a publisher answers is trusted: a page that cannot be decoded, or
+lacks what the subscriber relies on, raises ``BadAnswer`` (an error of that
+publisher, reported and failed over by the caller, never a silent retry loop).
+A publisher in this process (``pan/local.py``) is called directly, with the
+same answer as over HTTP.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any
+
+import aiohttp
+import orjson
+
+from pan.local import DataFunction, LocalPublishers
+from pan.repository_client import BadAnswer, Source
+from pan.web import BadRequest, NotFound
+
+_INDEX = itemgetter("i")
+
+
+class SubscriberError(Exception):
+    """A failure the subscriber cannot recover from by switching publishers."""
+
+
+class PageFetcher:
+    """Fetches pages of one stream; ``get`` raises on any trouble, for the caller to fail over."""
+
+    def __init__(
+        self,
+        stream: str,
+        *,
+        page_size: int,
+        max_wait_ms: int,
+        request_timeout_s: float,
+        local: LocalPublishers | None,
+        wake_on_meta: bool,
+        hold: str | None,
+    ) -> None:
+        self.stream = stream
+        self.page_size = page_size
+        self.max_wait_ms = max_wait_ms
+        self.request_timeout_s = request_timeout_s
+        self.local = local
+        self.wake_on_meta = wake_on_meta
+        self.hold = hold
+
+    def is_local(self, source: Source) -> bool:
+        """``source`` answers in this process, without HTTP."""
+        return self.local is not None and self.local.lookup(source.host, source.port) is not None
+
+    async def get(self, session: aiohttp.ClientSession, source: Source, after: int | None) -> dict[str, Any]:
+        """The publisher's `/data` answer for the tuples after index ``after``, decoded and checked.
+
+        ``after=None`` asks only for the newest index (where ``start="latest"`` begins). Raises
+        ``BadAnswer`` for an unusable page, ``SubscriberError`` if the publisher rejects the request,
+        and ``ValueError``, ``aiohttp.ClientError``, ``TimeoutError`` or ``OSError`` if it fails.
+        """
+        serve = self.local.lookup(source.host, source.port) if self.local is not None else None
+        if serve is not None:
+            return _checked_page(await self._get_local(serve, source, after))
+        if after is None:
+            params = {"s": self.stream, "l": "1"}
+        else:
+            params = {"s": self.stream, "i": str(after), "n": str(self.page_size)}
+            if self.max_wait_ms:
+                params["w"] = str(self.max_wait_ms)
+            if self.wake_on_meta:
+                params["m"] = "1"
+            if self.hold is not None:
+                params["hold"] = self.hold
+        timeout = aiohttp.ClientTimeout(total=self.max_wait_ms / 1000 + self.request_timeout_s)
+        async with session.get(source.url("/data"), params=params, timeout=timeout) as response:
+            body = await response.read()
+        if response.status == 400:
+            raise SubscriberError(f"{source.endpoint} rejected the fetch: {body[:200]!r}")
+        if response.status != 200:
+            raise ValueError(f"{source.endpoint} answered HTTP {response.status}")
+        return _checked_page(body)
+
+    async def _get_local(self, serve: DataFunction, source: Source, after: int | None) -> bytes:
+        """The same fetch as over HTTP, answered by a publisher in this process."""
+        if after is None:
+            after, oldest, latest, wait_ms = -1, None, 1, 0
+        else:
+            oldest, latest, wait_ms = self.page_size, None, self.max_wait_ms
+        try:
+            return await serve(self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold)
+        except NotFound as exc:
+            raise ValueError(f"{source.endpoint}: {exc.message}") from None
+        except BadRequest as exc:
+            raise SubscriberError(f"{source.endpoint} rejected the fetch: {exc.message}") from None
+
+
+def _checked_page(body: bytes) -> dict[str, Any]:
+    """A `/data` body decoded and checked for what the subscriber relies on, else ``BadAnswer``.
+
+    A tuple without an integer ``i`` or a number orjson cannot represent
+    (a 400-digit integer) would otherwise stop the subscriber on every retry.
+    """
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadAnswer(f"undecodable: {exc}") from None
+    if not isinstance(answer, dict):
+        raise BadAnswer(f"expected a JSON object, got {type(answer).__name__}")
+    last = answer.get("last", -1)
+    if type(last) is not int:
+        raise BadAnswer(f"'last' is not an integer: {last!r}")
+    meta = answer.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise BadAnswer("'meta' is not an object")
+    tuples = answer.get("tuples")
+    if tuples is None:
+        return answer
+    if not isinstance(tuples, list):
+        raise BadAnswer("'tuples' is not a list")
+    try:
+        index_types = set(map(type, map(_INDEX, tuples)))  # C loops: a few % of the decoding time
+    except (KeyError, TypeError):
+        raise BadAnswer("a tuple is not an object with an index 'i'") from None
+    if not index_types <= {int}:
+        raise BadAnswer("a tuple's 'i' is not an integer")
+    return answer
