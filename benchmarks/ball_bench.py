@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from benchmarks import common
 
 HELP = "per-event cost of the ball query components (active_ball, ball_hits, possession, shots)"
@@ -33,31 +31,6 @@ INPUTS = {
 }
 KEYS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
 BUFFER = 2_000_000
-
-
-def build(type_name: str) -> Any:
-    import logging
-
-    from pan.catalog import get_component_type
-    from pan.channel import InputChannel
-    from pan.component import ComponentContext
-    from pan.ringbuffer import RingBuffer
-    from pan.specs import WorkerSpec
-    from pan.streams import OutputStream
-
-    cls = get_component_type(type_name)
-    assert cls is not None
-    spec = WorkerSpec(name=type_name, type=type_name, host="127.0.0.1", port=1, peer="p", inputs=[],
-                      buffer_size=BUFFER, params={})
-    ctx = ComponentContext(
-        spec=spec, inputs={n: InputChannel(n, RingBuffer(16)) for n in cls.input_names(spec)},
-        outputs={n: OutputStream(n, BUFFER) for n in cls.output_names(spec)}, log=logging.getLogger(type_name))
-    return cls(ctx)
-
-
-def outputs(component: Any, stream: str) -> list[dict[str, Any]]:
-    buf = component.ctx.outputs[stream].buffer
-    return [orjson.loads(b) for b in buf.read(-1, oldest=buf.capacity).items]
 
 
 def timed(component: Any, events: list[dict[str, Any]]) -> dict[str, float]:
@@ -98,15 +71,20 @@ def load_events(data: Path, seconds: float) -> dict[str, list[dict[str, Any]]]:
 
 def time_components(events: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
     """One timed pass of every component over its inputs, each fed the outputs of the one before."""
+    from pan.testing import build_component, output_tuples
+
+    def build(type_name: str) -> Any:
+        return build_component(type_name, buffer_size=BUFFER)
+
     gc.disable()
     try:
         results = {}
         active = build("active_ball")
         results["active_ball"] = timed(active, events["ball"])
-        ab = outputs(active, "ACTIVEBALL")
+        ab = output_tuples(active, "ACTIVEBALL")
         hits = build("ball_hits")
         results["ball_hits"] = timed(hits, sorted(events["player"] + ab, key=lambda e: e["ts"]))
-        bh = outputs(hits, "BALLHITS")
+        bh = output_tuples(hits, "BALLHITS")
         inter = [e for e in events["interruptions"] if e["ts"] <= ab[-1]["ts"]]
         q_in = sorted(inter + bh + ab, key=lambda e: e["ts"])
         for name in ("player_possession", "team_possession", "shots"):

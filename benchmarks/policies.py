@@ -37,6 +37,7 @@ CHUNK_PS = 5 * 10**12
 TOLERANCE_PS = 10 * 10**9
 POLICIES = ("best_effort", "nfp")
 OUTPUTS = ("hits", "possession", "shots")
+BUFFER = 2_000_000  # tuples each component output holds: a whole match's
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,66 +49,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 # --- the pipeline ---------------------------------------------------------------------------------
 
-def build(type_name: str, params: dict[str, Any]) -> Any:
-    """A component with in-memory streams (no servers)."""
-    import logging
-
-    from pan.catalog import get_component_type
-    from pan.channel import InputChannel
-    from pan.component import ComponentContext
-    from pan.progress import StreamProgress
-    from pan.ringbuffer import RingBuffer
-    from pan.specs import WorkerSpec
-    from pan.streams import OutputStream
-
-    kind = get_component_type(type_name)
-    assert kind is not None
-    spec = WorkerSpec(name=type_name, type=type_name, host="127.0.0.1", port=1, peer="p", params=params,
-                      buffer_size=2_000_000)
-    problems = kind.check_params(spec)
-    assert not problems, problems
-    ctx = ComponentContext(
-        spec=spec,
-        inputs={n: InputChannel(n, RingBuffer(16)) for n in kind.input_names(spec)},
-        outputs={n: OutputStream(n, 2_000_000, StreamProgress(epoch="bench")) for n in kind.output_names(spec)},
-        log=logging.getLogger(type_name),
-    )
-    return kind(ctx)
-
-
-class Reader:
-    def __init__(self, component: Any, stream: str) -> None:
-        self.buffer, self.after = component.ctx.outputs[stream].buffer, -1
-
-    def new(self) -> list[dict[str, Any]]:
-        page = self.buffer.read(self.after, oldest=self.buffer.capacity)
-        if not page.items:
-            return []
-        self.after = page.indices[-1]
-        return [orjson.loads(item) for item in page.items]
-
-
-def merge(*streams: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """(ts, input position) order, as an ordering unit with nothing late releases."""
-    merged = [ev for s in streams for ev in s]
-    merged.sort(key=lambda ev: ev["ts"])
-    return merged
-
-
 def events(rows: np.ndarray) -> list[dict[str, int]]:
     return [dict(zip(KEYS, row, strict=True)) for row in rows.tolist()]
 
 
 def run_pipeline(rows: np.ndarray, interruptions: list[tuple[int, int]], policy: str) -> dict[str, Any]:
     """Hits, possession intervals and shots of ``rows`` (sorted by ts) under ``policy``."""
+    from pan.testing import OutputReader, build_component, in_input_order
     from workers import debs
 
     params = {"clock_mode": "watermark", "policy": policy}
-    active = build("active_ball", {"clock_mode": "watermark"})
-    hits = build("ball_hits", params)
-    possession = build("player_possession", params)
-    shots = build("shots", params)
-    ab_reader, hit_reader = Reader(active, "ACTIVEBALL"), Reader(hits, "BALLHITS")
+    active = build_component("active_ball", buffer_size=BUFFER, params={"clock_mode": "watermark"})
+    hits = build_component("ball_hits", buffer_size=BUFFER, params=params)
+    possession = build_component("player_possession", buffer_size=BUFFER, params=params)
+    shots = build_component("shots", buffer_size=BUFFER, params=params)
+    ab_reader, hit_reader = OutputReader(active, "ACTIVEBALL"), OutputReader(hits, "BALLHITS")
     ball_sids = list(debs.BALLS)
     player_sids = [sid for sids in debs.PLAYER_SENSORS.values() for sid in sids]
     inter = sorted([(s, 1, "begin") for s, _ in interruptions] + [(e, 0, "end") for _, e in interruptions])
@@ -119,13 +75,13 @@ def run_pipeline(rows: np.ndarray, interruptions: list[tuple[int, int]], policy:
         hi = lo + CHUNK_PS
         active.process(events(balls[(balls[:, 1] >= lo) & (balls[:, 1] < hi)]))
         ab = ab_reader.new()
-        hits.process(merge(events(players[(players[:, 1] >= lo) & (players[:, 1] < hi)]), ab))
+        hits.process(in_input_order(events(players[(players[:, 1] >= lo) & (players[:, 1] < hi)]), ab))
         new = hit_reader.new()
         found_hits += new
         chunk = []
         while inter_events and inter_events[0]["ts"] < hi:
             chunk.append(inter_events.pop(0))
-        q = merge(chunk, new, ab)
+        q = in_input_order(chunk, new, ab)
         possession.process(q)
         shots.process(q)
         lo = hi

@@ -32,7 +32,7 @@ from pan.ringbuffer import RingBuffer
 from pan.specs import WorkerSpec, WorkflowError
 from pan.streams import OutputStream
 
-__all__ = ["build_component", "output_tuples"]
+__all__ = ["OutputReader", "build_component", "in_input_order", "output_tuples"]
 
 
 def build_component(
@@ -69,3 +69,27 @@ def output_tuples(component: Component, stream: str) -> list[dict[str, Any]]:
     """Every tuple the output ``stream`` still holds, oldest first, as a subscriber gets it (with its index ``i``)."""
     buffer = component.ctx.outputs[stream].buffer
     return [orjson.loads(item) for item in buffer.read(-1, oldest=buffer.capacity).items]
+
+
+class OutputReader:
+    """The tuples one output gained since the last call: for chaining components offline, each fed the
+    outputs of the one before, piece by piece."""
+
+    def __init__(self, component: Component, stream: str) -> None:
+        self.buffer = component.ctx.outputs[stream].buffer
+        self.after = -1
+
+    def new(self) -> list[dict[str, Any]]:
+        page = self.buffer.read(self.after, oldest=self.buffer.capacity)
+        if not page.items:
+            return []
+        self.after = page.indices[-1]
+        return [orjson.loads(item) for item in page.items]
+
+
+def in_input_order(*streams: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tuples of several inputs in (ts, input position) order, as an ordering unit with nothing late releases
+    them; ``streams`` are given in input position order (the sort is stable)."""
+    merged = [ev for s in streams for ev in s]
+    merged.sort(key=lambda ev: ev["ts"])
+    return merged

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pan.testing import build_component
+from pan.testing import OutputReader, build_component, in_input_order
 from workers import debs
 
 KEYS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
@@ -96,28 +96,6 @@ def as_events(rows: np.ndarray) -> list[dict[str, int]]:
     return [dict(zip(KEYS, row, strict=True)) for row in rows.tolist()]
 
 
-class Reader:
-    """New tuples of one output stream since the last call."""
-
-    def __init__(self, component: Any, stream: str) -> None:
-        self.buffer = component.ctx.outputs[stream].buffer
-        self.after = -1
-
-    def new(self) -> list[dict[str, Any]]:
-        page = self.buffer.read(self.after, oldest=self.buffer.capacity)
-        if not page.items:
-            return []
-        self.after = page.indices[-1]
-        return [orjson.loads(item) for item in page.items]
-
-
-def merge(*streams: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Inputs in (ts, input position) order; ``streams`` are given in input position order."""
-    merged = [ev for s in streams for ev in s]
-    merged.sort(key=lambda ev: ev["ts"])  # stable: ties keep input position
-    return merged
-
-
 def run_pipeline(folder: Path, interruptions: list[tuple[int, int]], params: dict[str, Any] | None = None) -> Match:
     """Run the four ball components over ``folder``; returns outputs (truth left empty).
 
@@ -140,7 +118,7 @@ def _run_pipeline(folder: Path, interruptions: list[tuple[int, int]], params: di
     player = build_component("player_possession", params.get("player_possession"))
     team = build_component("team_possession", params.get("team_possession"))
     shots = build_component("shots", params.get("shots"))
-    ab_reader, hit_reader = Reader(active, "ACTIVEBALL"), Reader(hits, "BALLHITS")
+    ab_reader, hit_reader = OutputReader(active, "ACTIVEBALL"), OutputReader(hits, "BALLHITS")
     kickoff = debs.FIRST_HALF[0]
     ball_sids = list(debs.BALLS)
     player_sids = [sid for sids in debs.PLAYER_SENSORS.values() for sid in sids]
@@ -159,13 +137,13 @@ def _run_pipeline(folder: Path, interruptions: list[tuple[int, int]], params: di
             active.process(as_events(b))
             ab = ab_reader.new()
             active_parts.append(np.array([[ev[k] for k in KEYS] for ev in ab], dtype=np.int64).reshape(-1, 13))
-            hits.process(merge(as_events(p), ab))
+            hits.process(in_input_order(as_events(p), ab))
             new_hits = hit_reader.new()
             hit_list += new_hits
             chunk_inter = []
             while inter and inter[0]["ts"] < hi:
                 chunk_inter.append(inter.pop(0))
-            q_in = merge(chunk_inter, new_hits, ab)
+            q_in = in_input_order(chunk_inter, new_hits, ab)
             player.process(q_in)
             team.process(q_in)
             shots.process(q_in)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pan.testing import build_component, output_tuples
+from pan.testing import build_component, in_input_order, output_tuples
 from tests.support import ballgame
 from workers import debs
 
@@ -236,7 +236,7 @@ def test_possession_determinism_under_jitter() -> None:
             assert comp.unit.late_count == 0
             results.append({name: output_tuples(comp, name) for name in comp.ctx.outputs})
         direct = build_component(type_name, buffer_size=SMALL)
-        direct.process(ballgame.merge(*streams.values()))
+        direct.process(in_input_order(*streams.values()))
         assert results[0] == results[1] == {name: output_tuples(direct, name) for name in direct.ctx.outputs}
         assert sum(len(v) for v in results[0].values()) > 100
 

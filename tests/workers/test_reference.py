@@ -263,14 +263,14 @@ def q2_streaming_outputs(split: Path, heartbeats: bool = True) -> dict[str, list
     Each component gets its inputs merged in (ts, input position) order, chunk by
     chunk, as its ordering unit delivers them when nothing is late.
     """
-    from pan.testing import build_component
-    from tests.support.ballgame import Reader, as_events, merge
+    from pan.testing import OutputReader, build_component, in_input_order
+    from tests.support.ballgame import as_events
     from workers.debs import BALLS, PLAYER_SENSORS
 
     active = build_component("active_ball", buffer_size=2_000_000)
     hits = build_component("ball_hits", buffer_size=100_000)
     possession = [build_component(t, buffer_size=2_000_000) for t in ("player_possession", "team_possession")]
-    readers = Reader(active, "ACTIVEBALL"), Reader(hits, "BALLHITS")
+    readers = OutputReader(active, "ACTIVEBALL"), OutputReader(hits, "BALLHITS")
     balls = sensor_array(split, list(BALLS))
     players = sensor_array(split, [sid for sids in PLAYER_SENSORS.values() for sid in sids])
     inter = interruptions_fed(split, heartbeats)
@@ -282,12 +282,12 @@ def q2_streaming_outputs(split: Path, heartbeats: bool = True) -> dict[str, list
         hi = lo + 5 * PS_PER_S
         active.process(as_events(balls[(balls[:, 1] >= lo) & (balls[:, 1] < hi)]))
         ab = readers[0].new()
-        hits.process(merge(as_events(players[(players[:, 1] >= lo) & (players[:, 1] < hi)]), ab))
+        hits.process(in_input_order(as_events(players[(players[:, 1] >= lo) & (players[:, 1] < hi)]), ab))
         new_hits = readers[1].new()
         start = n
         while n < len(inter) and inter[n]["ts"] < hi:
             n += 1
-        chunk = merge(inter[start:n], new_hits, ab)
+        chunk = in_input_order(inter[start:n], new_hits, ab)
         for comp in possession:
             comp.process(chunk)
         out["ACTIVEBALL"] += ab

@@ -87,12 +87,11 @@ def write_folder(data: Path) -> None:
 
 def streaming_shots(split: Path, q2: dict[str, list[dict[str, Any]]], heartbeats: bool = True) -> list[dict[str, Any]]:
     """The shots component over INTERRUPTIONS, BALLHITS and ACTIVEBALL merged in (ts, input) order, in chunks."""
-    from pan.testing import build_component, output_tuples
-    from tests.support.ballgame import merge
+    from pan.testing import build_component, in_input_order, output_tuples
 
     shots = build_component("shots", buffer_size=2_000_000)
     strip = [[{k: v for k, v in t.items() if k != "i"} for t in q2[s]] for s in ("BALLHITS", "ACTIVEBALL")]
-    events = merge(interruptions_fed(split, heartbeats), *strip)
+    events = in_input_order(interruptions_fed(split, heartbeats), *strip)
     for n in range(0, len(events), 50_000):
         shots.process(events[n : n + 50_000])
     return output_tuples(shots, "SHOTS")
