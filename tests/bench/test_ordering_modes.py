@@ -10,7 +10,11 @@ it reconnects after the window) of all balls and of half of the players.
   connection changes nothing but the lost rows;
 - max mode (clock streams, adaptive K-slack), replayed in real time: at most
   0.5% of any unit's events are late, and one K window after each reconnect
-  K is back under twice its value before the outage.
+  K is back under twice its value before the outage. In max mode K follows the
+  delays that scheduling adds, so on a loaded machine it can double over a
+  span without any outage; a reconnect fails the check only when K rose more
+  than that, too (``Recovery.within_noise``: the same measurement at points of
+  the same run at least 3 event seconds from every outage).
 """
 
 from __future__ import annotations
@@ -119,6 +123,8 @@ def test_max_mode_late_fraction_and_k_after_each_reconnect(match: dict[str, Path
     checked = {(r.worker, r.window_s) for r in recovered}
     assert {("Active ball", w) for w in ball_windows} <= checked, checked
     assert {("Average team A", w) for w in player_windows} <= checked, checked
-    slow = [r for r in recovered if not r.ok]
+    # K follows the machine's scheduling delays: a rise the run also shows far from every outage is noise.
+    slow = [r for r in recovered if not r.ok and not r.within_noise]
     assert not slow, [f"{r.worker} {r.window_s}: K {r.k_before / 1e9:.0f} ms before, {r.k_after / 1e9:.0f} ms "
-                      f"one window after the reconnect" for r in slow]
+                      f"one window after the reconnect, x{r.ratio:.2f} where the run's K rose by at most "
+                      f"x{r.noise:.2f} without an outage (load {run.load_start} -> {run.load_end})" for r in slow]
