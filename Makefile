@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Under CI the slowest tests are listed at the end, to keep an eye on the suite's time.
+PYTEST_ARGS ?= $(if $(CI),--durations=25)
 
 .PHONY: demo test lint bench clean java
 
