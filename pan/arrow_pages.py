@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 import orjson
@@ -56,19 +57,37 @@ def enabled() -> bool:
 
 
 def column_order(tuples: list[dict[str, Any]]) -> list[str] | None:
-    """Keys in first-appearance order, or None if some tuple orders its keys against that order."""
+    """An order of all keys that lists every tuple's keys in its own order, or None if there is none.
+
+    Among the orders that fit, keys come as early as they first appear, so
+    ``[{a, c}, {a, b, c}]`` gives ``a, b, c``.
+    """
     shapes = list(dict.fromkeys(map(tuple, tuples)))  # each distinct key sequence once (a page has one or a few)
     if len(shapes) == 1:
         return list(shapes[0])
-    order: dict[str, int] = {}
+    first_seen: dict[str, int] = {}
+    after: dict[str, set[str]] = {}  # key -> keys some tuple has right after it
     for shape in shapes:
         for key in shape:
-            order.setdefault(key, len(order))
-    for shape in shapes:
-        positions = [order[key] for key in shape]
-        if positions != sorted(positions):
-            return None
-    return list(order)
+            first_seen.setdefault(key, len(first_seen))
+            after.setdefault(key, set())
+        for key, following in pairwise(shape):
+            after[key].add(following)
+    waiting = dict.fromkeys(first_seen, 0)  # key -> keys that must come before it, not yet placed
+    for followers in after.values():
+        for key in followers:
+            waiting[key] += 1
+    ready = [key for key, count in waiting.items() if count == 0]
+    order: list[str] = []
+    while ready:
+        key = min(ready, key=first_seen.__getitem__)
+        ready.remove(key)
+        order.append(key)
+        for following in after[key]:
+            waiting[following] -= 1
+            if waiting[following] == 0:
+                ready.append(following)
+    return order if len(order) == len(first_seen) else None  # a cycle: two tuples order two keys both ways
 
 
 def encode_page(page: dict[str, Any]) -> bytes | None:
