@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
@@ -17,6 +17,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from pan import arrow_pages
 from pan.arrow_pages import ARROW_TYPE, decode_page
 from pan.client import StreamSubscriber
 from pan.fetcher import PageFetcher
@@ -221,3 +222,45 @@ async def test_pan_subscribe_json_and_arrow_print_the_same_lines(
     assert outputs[0] == outputs[1]
     lines = [orjson.loads(line) for line in outputs[0].splitlines()]
     assert lines[0] == {"gap": {"from": 0, "to": 4}} and [t["i"] for t in lines[1:]] == list(range(5, 35))
+
+
+# --- without pyarrow ---------------------------------------------------------------
+
+
+@pytest.fixture
+def no_pyarrow(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This process as if pyarrow were not installed (``import pyarrow`` raises ImportError)."""
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    arrow_pages.available.cache_clear()
+    yield
+    arrow_pages.available.cache_clear()
+
+
+async def test_without_pyarrow_workers_answer_json_and_readers_ask_for_json(
+    no_pyarrow: None, repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    assert not arrow_pages.available()
+    (worker,) = await workers.start(make_workflow(repository.port, [forwarder("F", ["S"])]))
+    assert not worker.api.arrow
+    append(worker, "S", rows(0, 10))
+    response, body = await get_page(worker.server.port, ARROW_TYPE, s="S")
+    assert response.status == 200 and response.content_type == "application/json"
+    async with StreamSubscriber("S", (HOST, repository.port), max_wait_ms=200) as sub:
+        assert sub.fetcher.wire == "json"
+        got: list[dict[str, Any]] = []
+        await asyncio.wait_for(read(sub, 9, got), 60)
+    assert got == orjson.loads(body)["tuples"]
+    with pytest.raises(ValueError, match="pyarrow"):
+        PageFetcher("S", page_size=10, max_wait_ms=0, request_timeout_s=10, local=None, wake_on_meta=False,
+                    hold=None, wire="arrow")
+
+
+@pytest.mark.process
+async def test_pan_subscribe_format_arrow_without_pyarrow_is_a_clear_error() -> None:
+    blocked = "import sys; sys.modules['pyarrow'] = None; from pan.cli import main; sys.exit(main())"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", blocked, "subscribe", "S", "--repository", f"{HOST}:{free_port()}", "--format", "arrow",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2 and b"needs pyarrow" in err and b"Traceback" not in err
