@@ -23,8 +23,9 @@ speaks JSON only. ``PAN_WIRE=json`` in the environment turns Arrow off too.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import cache
-from itertools import pairwise
+from itertools import pairwise, repeat
 from typing import Any
 
 import orjson
@@ -100,9 +101,13 @@ def encode_page(page: dict[str, Any]) -> bytes | None:
     names = column_order(tuples)
     if names is None:
         return None
+    if tuples and all(len(t) == len(names) for t in tuples):  # one key order: transpose in C
+        columns: list[Any] = list(zip(*map(dict.values, tuples), strict=True))
+    else:
+        columns = [[t.get(name, _MISSING) for t in tuples] for name in names]
     fields, arrays = [], []
-    for name in names:
-        field, array = _column(pa, name, [t.get(name, _MISSING) for t in tuples])
+    for name, values in zip(names, columns, strict=True):
+        field, array = _column(pa, name, values)
         fields.append(field)
         arrays.append(array)
     header = orjson.dumps({key: value for key, value in page.items() if key != "tuples"})
@@ -124,7 +129,7 @@ def _numpy_type_ids() -> frozenset[int]:
     return frozenset(t.id for t in (pa.int64(), pa.float64(), pa.bool_()))
 
 
-def _column(pa: Any, name: str, values: list[Any]) -> tuple[Any, Any]:
+def _column(pa: Any, name: str, values: Sequence[Any]) -> tuple[Any, Any]:
     """One column: native where every present value has one such type, else each value's JSON bytes."""
     present = set(map(type, values))
     present.discard(object)  # _MISSING
@@ -162,7 +167,7 @@ def decode_page(body: bytes) -> dict[str, Any]:
             for row in zip(*columns, strict=True)
         ]
     else:
-        page["tuples"] = [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+        page["tuples"] = list(map(dict, map(zip, repeat(names), zip(*columns, strict=True))))
     return page
 
 
