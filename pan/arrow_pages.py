@@ -132,12 +132,13 @@ def _numpy_type_ids() -> frozenset[int]:
 def _column(pa: Any, name: str, values: Sequence[Any]) -> tuple[Any, Any]:
     """One column: native where every present value has one such type, else each value's JSON bytes."""
     present = set(map(type, values))
-    present.discard(object)  # _MISSING
+    missing = object in present  # type(_MISSING)
+    present.discard(object)
     if len(present) == 1:
         kind = _NATIVE.get(present.pop())
         if kind is not None:
             arrow_type = getattr(pa, kind)()
-            cells = [None if v is _MISSING else v for v in values]
+            cells = [None if v is _MISSING else v for v in values] if missing else values
             try:
                 return pa.field(name, arrow_type), pa.array(cells, type=arrow_type)
             except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):

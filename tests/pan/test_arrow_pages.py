@@ -56,7 +56,7 @@ def assert_same_page(arrow: dict[str, Any], expected: dict[str, Any]) -> None:
     assert [orjson.dumps(t) for t in arrow["tuples"]] == [orjson.dumps(t) for t in expected["tuples"]]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(tuples, max_size=12))
 def test_any_page_round_trips_through_arrow_or_is_left_to_json(items: list[dict[str, Any]]) -> None:
     body = json_page(items)
