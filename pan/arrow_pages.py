@@ -8,7 +8,9 @@ under ``pan.page``. Decoding gives exactly the dicts the JSON page decodes to:
 * a column whose present values are all ints is ``int64``, all floats
   ``float64``, all strings ``utf8``, all booleans ``bool``; a tuple without the
   key is a null there;
-* any other column (nested values, explicit nulls, ints mixed with floats, an
+* a column of lists whose elements are all ints (or all floats) is
+  ``list<int64>`` (``list<float64>``);
+* any other column (other nested values, explicit nulls, ints mixed with floats, an
   int beyond int64) holds each value's JSON bytes (field metadata
   ``pan.json``), so it still round-trips exactly;
 * a page whose tuples order their keys incompatibly (no single column order
@@ -25,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from functools import cache
-from itertools import pairwise, repeat
+from itertools import chain, pairwise, repeat
 from typing import Any
 
 import orjson
@@ -120,6 +122,7 @@ def encode_page(page: dict[str, Any]) -> bytes | None:
 
 
 _NATIVE = {int: "int64", float: "float64", str: "string", bool: "bool_"}
+_NATIVE_NUMBERS = {int: "int64", float: "float64"}
 
 
 @cache
@@ -134,15 +137,20 @@ def _column(pa: Any, name: str, values: Sequence[Any]) -> tuple[Any, Any]:
     present = set(map(type, values))
     missing = object in present  # type(_MISSING)
     present.discard(object)
-    if len(present) == 1:
-        kind = _NATIVE.get(present.pop())
-        if kind is not None:
-            arrow_type = getattr(pa, kind)()
-            cells = [None if v is _MISSING else v for v in values] if missing else values
-            try:
-                return pa.field(name, arrow_type), pa.array(cells, type=arrow_type)
-            except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
-                pass  # an int beyond int64: carried as JSON
+    arrow_type = None
+    if len(present) == 1 and (kind := _NATIVE.get(next(iter(present)))) is not None:
+        arrow_type = getattr(pa, kind)()
+    elif present == {list}:  # lists of ints or of floats alone (a heat map's cells) are native lists
+        items = [v for v in values if v is not _MISSING] if missing else values
+        kinds = set(map(type, chain.from_iterable(items)))
+        if len(kinds) == 1 and (element := _NATIVE_NUMBERS.get(kinds.pop())) is not None:
+            arrow_type = pa.list_(getattr(pa, element)())
+    if arrow_type is not None:
+        cells = [None if v is _MISSING else v for v in values] if missing else values
+        try:
+            return pa.field(name, arrow_type), pa.array(cells, type=arrow_type)
+        except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+            pass  # an int beyond int64: carried as JSON
     cells = [None if v is _MISSING else orjson.dumps(v) for v in values]
     return pa.field(name, pa.binary(), metadata={JSON_KEY: b"1"}), pa.array(cells, type=pa.binary())
 
@@ -180,4 +188,14 @@ def _values(field: Any, column: Any) -> list[Any]:
         return [_MISSING if v is None else v for v in column.to_pylist()]
     if field.type.id in _numpy_type_ids():
         return column.to_numpy().tolist()  # several times faster than to_pylist, the same Python ints and floats
+    if _is_number_list(field.type):
+        lists = column.combine_chunks()
+        flat = lists.values.to_numpy().tolist()
+        return [flat[start:end] for start, end in pairwise(lists.offsets.to_numpy().tolist())]
     return column.to_pylist()
+
+
+def _is_number_list(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_list(arrow_type) and arrow_type.value_type.id in _numpy_type_ids()

@@ -155,3 +155,15 @@ def test_arrow_is_chosen_when_preferred(header: str) -> None:
 
 def test_parse_accept_skips_malformed_entries_only() -> None:
     assert parse_accept(f"nonsense, {JSON};q=0.7, x/y;q=2") == [("application", "json", 0.7)]
+
+
+def test_lists_of_floats_such_as_heat_map_cells_are_native_lists() -> None:
+    cells = [[round((n * 37 + k) % 101 / 7, 3) for k in range(64 * 100)] for n in range(3)]
+    cells[1][5] = -0.0
+    items = [{"ts": n, "player": "B7", "cells": c} for n, c in enumerate(cells)] + [{"ts": 9, "player": "B7"}]
+    expected = orjson.loads(json_page(items))
+    encoded = encode_page(expected) or b""
+    assert pa.ipc.open_stream(encoded).schema.field("cells").type == pa.list_(pa.float64())
+    assert_same_page(decode_page(encoded), expected)
+    no_missing = orjson.loads(json_page(items[:3]))
+    assert_same_page(decode_page(encode_page(no_missing) or b""), no_missing)
