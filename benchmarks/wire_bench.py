@@ -22,11 +22,14 @@ import os
 import statistics
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import common
 from benchmarks.runtime_bench import THROUGHPUT_STREAM, WorkerProcess, cpu_seconds, fill, sensor_lines, sensor_tails
 from benchmarks.runtime_worker import HOST
+
+if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module on start
+    import aiohttp
 
 HELP = "tuples/s of one subscriber reading JSON against Arrow /data pages from one worker (issue 13)"
 SECTION_NAME = "wire-bench"
@@ -52,6 +55,18 @@ async def read_backlog(repository_port: int, wire: str, page: int, total: int) -
     return received
 
 
+async def page_bytes(session: aiohttp.ClientSession, worker_port: int, page: int) -> dict[str, int]:
+    """Bytes of the first page of the backlog in each format (a page is also capped at 1 MiB of JSON)."""
+    from pan.fetcher import ACCEPT
+
+    sizes = {}
+    for wire in WIRES:
+        async with session.get(f"http://{HOST}:{worker_port}/data", params={"s": THROUGHPUT_STREAM, "n": str(page)},
+                               headers={"Accept": ACCEPT[wire]}) as response:  # type: ignore[index]
+            sizes[wire] = len(await response.read())
+    return sizes
+
+
 async def bench(proc: WorkerProcess, backlog: int, pages: list[int], reps: int) -> dict[str, Any]:
     import aiohttp
     import psutil
@@ -60,6 +75,7 @@ async def bench(proc: WorkerProcess, backlog: int, pages: list[int], reps: int) 
     async with aiohttp.ClientSession() as session:
         sid = int(THROUGHPUT_STREAM.removeprefix("SENSOR"))
         await fill(session, proc, sensor_lines(sid, sensor_tails(backlog)), {THROUGHPUT_STREAM: backlog - 1}, 300)
+        sizes = {str(page): await page_bytes(session, proc.info["worker_port"], page) for page in pages}
     results: dict[str, Any] = {}
     for page in pages:
         runs: dict[str, list[dict[str, float]]] = {wire: [] for wire in WIRES}
@@ -90,6 +106,7 @@ async def bench(proc: WorkerProcess, backlog: int, pages: list[int], reps: int) 
         per_wire["ratio_arrow_over_json"] = round(
             per_wire["arrow"]["median_tuples_per_s"] / per_wire["json"]["median_tuples_per_s"], 2
         )
+        per_wire["page_bytes"] = sizes[str(page)]
         results[str(page)] = per_wire
     return results
 
@@ -103,9 +120,11 @@ def render_section(summary: dict[str, Any]) -> str:
                 page, wire, f"{r['median_tuples_per_s']:,}", f"{r['min_tuples_per_s']:,}-{r['max_tuples_per_s']:,}",
                 f"{r['server_cpu_util']:.2f}", f"{r['client_cpu_util']:.2f}",
                 f"{per_wire['ratio_arrow_over_json']:.2f}" if wire == "arrow" else "",
+                f"{per_wire['page_bytes'][wire]:,}",
             ])
     table = common.markdown_table(
-        ["page (n)", "format", "tuples/s (median)", "min-max", "worker CPU", "client CPU", "Arrow / JSON"], rows
+        ["page (n)", "format", "tuples/s (median)", "min-max", "worker CPU", "client CPU", "Arrow / JSON",
+         "page bytes"], rows
     )
     config = summary["config"]
     return "\n".join([
