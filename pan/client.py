@@ -34,7 +34,7 @@ from typing import Any
 
 import aiohttp
 
-from pan.fetcher import PageFetcher, SubscriberError
+from pan.fetcher import PageFetcher, SubscriberError, Wire
 from pan.local import LocalPublishers
 from pan.progress import StreamProgress
 from pan.ratelimit import RateLimitedLog
@@ -83,6 +83,7 @@ class StreamSubscriber:
         wake_on_meta: bool = False,
         gaps: bool = False,
         hold: str | None = None,
+        wire: Wire | None = None,
     ) -> None:
         self.stream = stream
         self.repository = parse_address(repository)
@@ -95,9 +96,10 @@ class StreamSubscriber:
         #: ``hold``: a name under which publishers keep every tuple this subscriber has not read
         #: (``/data?hold=``), for recorders that must lose nothing; a live client leaves it None and skips ahead.
         #: ``wake_on_meta``: long polls also end on producer meta changes (K, wm).
+        #: ``wire``: ``json`` or ``arrow`` pages over HTTP (default: Arrow when pyarrow is there).
         self.fetcher = PageFetcher(
             stream, page_size=page_size, max_wait_ms=max_wait_ms, request_timeout_s=request_timeout_s,
-            local=local, wake_on_meta=wake_on_meta, hold=hold,
+            local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire,
         )
         self._session = session
         self._owns_session = session is None

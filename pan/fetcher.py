@@ -9,21 +9,37 @@ lacks what the subscriber relies on, raises ``BadAnswer`` (an error of that
 publisher, reported and failed over by the caller, never a silent retry loop).
 A publisher in this process (``pan/local.py``) is called directly, with the
 same answer as over HTTP.
+
+Over HTTP a fetcher asks for Arrow pages (``pan/arrow_pages.py``) when pyarrow
+is there, JSON otherwise, and reads whatever the publisher answers by its
+``Content-Type``: an older publisher ignores ``Accept`` and answers JSON.
 """
 
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import orjson
 
+from pan import arrow_pages
 from pan.local import DataFunction, LocalPublishers
 from pan.repository_client import BadAnswer, Source
 from pan.web import BadRequest, NotFound
 
 _INDEX = itemgetter("i")
+Wire = Literal["json", "arrow"]
+#: The ``Accept`` of each wire format: Arrow preferred, JSON acceptable (q=0.5), so any publisher can answer.
+ACCEPT: dict[Wire, str] = {
+    "arrow": f"{arrow_pages.ARROW_TYPE}, application/json;q=0.5",
+    "json": "application/json",
+}
+
+
+def default_wire() -> Wire:
+    """Arrow where this process can read it (pyarrow there, ``PAN_WIRE`` not ``json``), else JSON."""
+    return "arrow" if arrow_pages.enabled() else "json"
 
 
 class SubscriberError(Exception):
@@ -43,7 +59,9 @@ class PageFetcher:
         local: LocalPublishers | None,
         wake_on_meta: bool,
         hold: str | None,
+        wire: Wire | None = None,
     ) -> None:
+        """``wire``: the page format asked for over HTTP (default: ``default_wire()``)."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -51,6 +69,10 @@ class PageFetcher:
         self.local = local
         self.wake_on_meta = wake_on_meta
         self.hold = hold
+        self.wire: Wire = default_wire() if wire is None else wire
+        if self.wire == "arrow" and not arrow_pages.available():
+            raise ValueError("Arrow pages need pyarrow (pip install 'pan[arrow]')")
+        self._headers = {"Accept": ACCEPT[self.wire]}
 
     def is_local(self, source: Source) -> bool:
         """``source`` answers in this process, without HTTP."""
@@ -77,12 +99,16 @@ class PageFetcher:
             if self.hold is not None:
                 params["hold"] = self.hold
         timeout = aiohttp.ClientTimeout(total=self.max_wait_ms / 1000 + self.request_timeout_s)
-        async with session.get(source.url("/data"), params=params, timeout=timeout) as response:
+        async with session.get(
+            source.url("/data"), params=params, headers=self._headers, timeout=timeout
+        ) as response:
             body = await response.read()
         if response.status == 400:
             raise SubscriberError(f"{source.endpoint} rejected the fetch: {body[:200]!r}")
         if response.status != 200:
             raise ValueError(f"{source.endpoint} answered HTTP {response.status}")
+        if response.content_type == arrow_pages.ARROW_TYPE:
+            return _checked_page(_arrow_page(body))
         return _checked_page(body)
 
     async def _get_local(self, serve: DataFunction, source: Source, after: int | None) -> bytes:
@@ -99,16 +125,29 @@ class PageFetcher:
             raise SubscriberError(f"{source.endpoint} rejected the fetch: {exc.message}") from None
 
 
-def _checked_page(body: bytes) -> dict[str, Any]:
-    """A `/data` body decoded and checked for what the subscriber relies on, else ``BadAnswer``.
+def _arrow_page(body: bytes) -> dict[str, Any]:
+    """An Arrow `/data` body decoded, else ``BadAnswer`` (also when this process cannot read Arrow)."""
+    if not arrow_pages.available():
+        raise BadAnswer("answered an Arrow page without being asked (pyarrow is not installed here)")
+    try:
+        return arrow_pages.decode_page(body)
+    except arrow_pages.PageFormatError as exc:
+        raise BadAnswer(f"undecodable: {exc}") from None
+
+
+def _checked_page(body: bytes | dict[str, Any]) -> dict[str, Any]:
+    """A `/data` body (or an Arrow page, decoded) checked for what the subscriber relies on, else ``BadAnswer``.
 
     A tuple without an integer ``i`` or a number orjson cannot represent
     (a 400-digit integer) would otherwise stop the subscriber on every retry.
     """
-    try:
-        answer = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise BadAnswer(f"undecodable: {exc}") from None
+    if isinstance(body, dict):
+        answer: Any = body
+    else:
+        try:
+            answer = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise BadAnswer(f"undecodable: {exc}") from None
     if not isinstance(answer, dict):
         raise BadAnswer(f"expected a JSON object, got {type(answer).__name__}")
     last = answer.get("last", -1)

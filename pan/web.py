@@ -58,9 +58,9 @@ def json_response(payload: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(payload), status=status, content_type=JSON_TYPE)
 
 
-def raw_json_response(body: bytes, status: int = 200) -> web.Response:
+def raw_json_response(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """For answers assembled from pre-encoded parts (the hot `/data` path)."""
-    return web.Response(body=body, status=status, content_type=JSON_TYPE)
+    return web.Response(body=body, status=status, content_type=JSON_TYPE, headers=headers)
 
 
 def error_response(message: str, status: int) -> web.Response:

@@ -13,10 +13,14 @@ import html
 import re
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from aiohttp import web
 
+from pan import arrow_pages
+from pan.accept import choose
 from pan.metrics import MetricsText
 from pan.web import (
+    JSON_TYPE,
     BadRequest,
     NotFound,
     add_http_metrics,
@@ -36,13 +40,19 @@ DEFAULT_PAGE = 10_000  # when neither l nor n is given
 MAX_WAIT_MS = 60_000
 HOLDER_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 MAX_INDEX = 2**63 - 1
+#: What ``/data`` answers in, the default first: curl and browsers get JSON whatever they send.
+DATA_TYPES = (JSON_TYPE, arrow_pages.ARROW_TYPE)
+VARY = {"Vary": "Accept"}
 
 
 class WorkerApi:
     """Answers HTTP (and in-process ``/data``) requests about one worker's streams."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Worker, *, arrow: bool | None = None) -> None:
         self.worker = worker
+        #: Answer ``/data`` in Arrow to readers that ask for it (default: when pyarrow is there and
+        #: ``PAN_WIRE`` is not ``json``); False makes this worker an older, JSON-only peer.
+        self.arrow = arrow_pages.enabled() if arrow is None else arrow
         self.app = make_app()
         self.app.add_routes(
             [
@@ -70,7 +80,12 @@ class WorkerApi:
         if hold is not None and not HOLDER_NAME.fullmatch(hold):
             raise BadRequest("parameter 'hold' must be 1-64 letters, digits or . _ : -")
         assert name is not None and after is not None and wait_ms is not None
-        return raw_json_response(await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta, hold))
+        body = await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta, hold)
+        if self.arrow and choose(request.headers.get("Accept"), DATA_TYPES) == arrow_pages.ARROW_TYPE:
+            encoded = _as_arrow(body)
+            if encoded is not None:
+                return web.Response(body=encoded, content_type=arrow_pages.ARROW_TYPE, headers=VARY)
+        return raw_json_response(body, headers=VARY)
 
     async def serve_data(
         self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
@@ -160,6 +175,15 @@ class WorkerApi:
             + f"<h2>Component</h2><pre>{html.escape(str(info['component']))}</pre></body></html>"
         )
         return web.Response(text=page, content_type="text/html")
+
+
+def _as_arrow(body: bytes) -> bytes | None:
+    """The Arrow form of a JSON page body, or None where the page is not columnar (it goes as JSON)."""
+    try:
+        page = orjson.loads(body)
+    except orjson.JSONDecodeError:  # a number orjson cannot read back: JSON readers fail on it the same way
+        return None
+    return arrow_pages.encode_page(page)
 
 
 def _table(title: str, rows: dict[str, dict[str, Any]]) -> str:

@@ -10,7 +10,9 @@ import sys
 
 import orjson
 
+from pan import arrow_pages
 from pan.client import StreamSubscriber
+from pan.fetcher import default_wire
 from pan.launcher import Launcher
 from pan.lifeline import die_with_launcher
 from pan.peer import run_peer
@@ -52,6 +54,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--gaps", choices=["write", "skip"], default="write",
         help='write {"gap": {"from": i, "to": j}} and {"reset": {...}} lines where tuples were missed (default), '
         "or skip them",
+    )
+    p.add_argument(
+        "--format", choices=["json", "arrow"], default=None,
+        help="page format on the wire (default: arrow when pyarrow is installed, else json); "
+        "the output is JSON lines either way",
     )
     p.set_defaults(handler=cmd_subscribe)
 
@@ -125,6 +132,10 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"pan subscribe: --repository: {exc}", file=sys.stderr)
         return 2
+    if args.format == "arrow" and not arrow_pages.available():
+        print("pan subscribe: --format arrow needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
+        return 2
+    wire = args.format or default_wire()
 
     async def main() -> None:
         out = sys.stdout.buffer
@@ -138,6 +149,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             max_wait_ms=args.wait_ms,
             norep=args.norep,
             gaps=args.gaps == "write",
+            wire=wire,
         ) as subscriber:
             async for batch in subscriber.batches():
                 lines = []
