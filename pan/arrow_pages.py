@@ -19,7 +19,12 @@ under ``pan.page``. Decoding gives exactly the dicts the JSON page decodes to:
   bytes.
 
 pyarrow is imported lazily: without it ``available()`` is False and PAN
-speaks JSON only. ``PAN_WIRE=json`` in the environment turns Arrow off too.
+speaks JSON only. ``PAN_WIRE`` in the environment chooses for a process and
+its children: unset, servers answer Arrow to whoever asks for it and
+subscribers ask for JSON; ``arrow`` makes subscribers ask for Arrow too;
+``json`` turns Arrow off in both. JSON is the subscribers' default because the
+ring buffers hold encoded JSON tuples today: a JSON page is a join of bytes,
+an Arrow page costs a decode and a transpose (``pan bench wire``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import orjson
 ARROW_TYPE = "application/vnd.apache.arrow.stream"
 PAGE_KEY = b"pan.page"
 JSON_KEY = b"pan.json"
-WIRE_ENV = "PAN_WIRE"  # "json" turns Arrow off in servers and clients of this process and its children
+WIRE_ENV = "PAN_WIRE"  # "arrow": subscribers ask for Arrow; "json": no Arrow at all (this process, children)
 
 _MISSING = object()  # a tuple without this key
 
@@ -54,9 +59,18 @@ def available() -> bool:
     return True
 
 
+def _wire_env() -> str:
+    return os.environ.get(WIRE_ENV, "").strip().lower()
+
+
 def enabled() -> bool:
-    """This process may use Arrow pages: pyarrow is there and ``PAN_WIRE`` is not ``json``."""
-    return os.environ.get(WIRE_ENV, "").strip().lower() != "json" and available()
+    """This process may serve Arrow pages: pyarrow is there and ``PAN_WIRE`` is not ``json``."""
+    return _wire_env() != "json" and available()
+
+
+def preferred() -> bool:
+    """This process's subscribers ask for Arrow pages: ``PAN_WIRE=arrow`` and pyarrow is there."""
+    return _wire_env() == "arrow" and available()
 
 
 def column_order(tuples: list[dict[str, Any]]) -> list[str] | None:

@@ -38,8 +38,8 @@ ACCEPT: dict[Wire, str] = {
 
 
 def default_wire() -> Wire:
-    """Arrow where this process can read it (pyarrow there, ``PAN_WIRE`` not ``json``), else JSON."""
-    return "arrow" if arrow_pages.enabled() else "json"
+    """Arrow when this process is told to prefer it (``PAN_WIRE=arrow``, pyarrow there), else JSON."""
+    return "arrow" if arrow_pages.preferred() else "json"
 
 
 class SubscriberError(Exception):

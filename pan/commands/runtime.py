@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--format", choices=["json", "arrow"], default=None,
-        help="page format on the wire (default: arrow when pyarrow is installed, else json); "
+        help="page format on the wire (default: json, or arrow with PAN_WIRE=arrow); "
         "the output is JSON lines either way",
     )
     p.set_defaults(handler=cmd_subscribe)

@@ -20,7 +20,7 @@ from aiohttp import web
 from pan import arrow_pages
 from pan.arrow_pages import ARROW_TYPE, decode_page
 from pan.client import StreamSubscriber
-from pan.fetcher import PageFetcher
+from pan.fetcher import PageFetcher, default_wire
 from pan.repository import RepositoryServer
 from pan.repository_client import Source
 from pan.web import free_port
@@ -264,3 +264,15 @@ async def test_pan_subscribe_format_arrow_without_pyarrow_is_a_clear_error() -> 
     )
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2 and b"needs pyarrow" in err and b"Traceback" not in err
+
+
+@pytest.mark.parametrize(("env", "serves", "asks"), [(None, True, "json"), ("arrow", True, "arrow"),
+                                                     ("json", False, "json"), (" ARROW ", True, "arrow")])
+def test_pan_wire_chooses_what_servers_offer_and_subscribers_ask_for(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, serves: bool, asks: str
+) -> None:
+    if env is None:
+        monkeypatch.delenv(arrow_pages.WIRE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(arrow_pages.WIRE_ENV, env)
+    assert arrow_pages.enabled() == serves and default_wire() == asks
