@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import common, pyspy, query_delay
+from pan import eventloop
 
 if TYPE_CHECKING:
     import psutil
@@ -187,7 +188,7 @@ async def replay_with_cpu(
 
 def measure(workflow: Path, data: Path, work: Path, span_s: float, profile_s: float = 0.0) -> dict[str, Any]:
     """One replay of ``workflow``: throughput, multiple of real time, CPU per process (and a profile)."""
-    summary, cpu, wall_s, profile = asyncio.run(replay_with_cpu(workflow, data, work, profile_s))
+    summary, cpu, wall_s, profile = eventloop.run(replay_with_cpu(workflow, data, work, profile_s))
     hosted = workers_by_peer(workflow)
     order = [*KINDS.values(), *(("peer", p) for p in hosted)]
     processes = [{"process": name, "kind": kind, "workers": hosted.get(name, []) if kind == "peer" else [],

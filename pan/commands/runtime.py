@@ -10,6 +10,7 @@ import sys
 
 import orjson
 
+from pan import eventloop
 from pan.client import StreamSubscriber
 from pan.launcher import Launcher
 from pan.lifeline import die_with_launcher
@@ -85,13 +86,14 @@ def cmd_repository(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         server = RepositoryServer(args.host, args.port)
         await server.start()
-        print(f"repository listening on {args.host}:{server.port}", file=sys.stderr, flush=True)
+        print(f"repository listening on {args.host}:{server.port} ({eventloop.running_loop_name()})", file=sys.stderr,
+              flush=True)
         try:
             await stop.wait()
         finally:
             await server.stop()
 
-    asyncio.run(main())
+    eventloop.run(main())
     return 0
 
 
@@ -153,5 +155,5 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                     return
 
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
-        asyncio.run(main())
+        eventloop.run(main())
     return 0
