@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from importlib.metadata import EntryPoint, entry_points, version
 
@@ -38,13 +37,8 @@ class VersionAction(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
         if getattr(namespace, "no_uvloop", False):
-            turn_off_uvloop()
+            eventloop.turn_off_uvloop()
         parser.exit(message=f"pan {version('pan')} (event loop: {eventloop.loop_name()})\n")
-
-
-def turn_off_uvloop() -> None:
-    """asyncio's default loop for this process and, through the environment, every child it starts."""
-    os.environ[eventloop.ENV_VAR] = "0"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = parser.parse_args(argv)
     if args.no_uvloop:
-        turn_off_uvloop()
+        eventloop.turn_off_uvloop()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["ENV_VAR", "loop_factory", "loop_name", "run", "running_loop_name", "uvloop_wanted"]
+__all__ = ["ENV_VAR", "loop_factory", "loop_name", "run", "running_loop_name", "turn_off_uvloop", "uvloop_wanted"]
 
 #: Set to 0 (or false, no, off) to keep asyncio's default loop.
 ENV_VAR = "PAN_UVLOOP"
@@ -25,10 +26,13 @@ T = TypeVar("T")
 
 def uvloop_wanted(environ: dict[str, str] | None = None) -> bool:
     """False when ``PAN_UVLOOP`` turns uvloop off."""
-    import os
-
     value = (os.environ if environ is None else environ).get(ENV_VAR, "1")
     return value.strip().lower() not in _OFF
+
+
+def turn_off_uvloop() -> None:
+    """asyncio's default loop for this process and, through the environment, every child it starts."""
+    os.environ[ENV_VAR] = "0"
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
