@@ -75,7 +75,7 @@ def test_the_floor_outputs_equal_a_replay(tmp_path: Path) -> None:
     _chain, rows, _seconds = run_chain(workflow, split, on_step=collected, step_ps=STEP_PS)
     assert rows == report["sent"]  # every row the replay sent, and nothing else
     counts = collected.counts
-    assert sum(counts.values()) > 10_000 and all(counts[s] > 0 for s in ("A1", "BALLHITS", "BP_wholeGame_A", "SHOTS"))
+    assert sum(counts.values()) > 10_000 and all(counts[s] > 0 for s in ("A1", "BALLHITS", "BP_wholeGame_A"))
     floor = {name: (counts[name], digest.hexdigest()) for name, digest in collected.digests.items()}
     replayed = {name: recorded(tmp_path / "record", name) for name in floor}
     different = {name: (floor[name][0], replayed[name][0]) for name in floor if floor[name] != replayed[name]}
