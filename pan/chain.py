@@ -75,8 +75,9 @@ class ComponentChain:
         return list(done.values())
 
     def advance(self, tuples: Mapping[str, list[Tuple]], limit: int) -> None:
-        """Take the source tuples with ts <= ``limit`` (each stream's in ts order; every one up to ``limit``
-        must be in this or an earlier call) and let every component process what its inputs have passed."""
+        """Take source tuples (each stream's in ts order; every one with ts <= ``limit`` must be in this or an
+        earlier call, later ones may come early and wait) and let every component process what all its inputs
+        have passed."""
         self.fed += sum(len(tuples[s]) for s in self.sources if s in tuples)
         for link in self.links:
             bound = END_OF_STREAM
