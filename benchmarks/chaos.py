@@ -47,6 +47,7 @@ from typing import Any
 
 from benchmarks import chaos_parts as parts
 from benchmarks import common, query_delay
+from pan import eventloop
 
 HELP = "fault injection (pause, kill-and-restart, dropped connections, stalled consumer) during a full-game replay"
 SECTION = "chaos"
@@ -257,7 +258,7 @@ def measure(
 ) -> dict[str, Any]:
     """The reference run, then one disturbed run per seed; the whole results object."""
     try:
-        return asyncio.run(_measure(source, data, work, seeds, count, speedup, match, health_bound_s))
+        return eventloop.run(_measure(source, data, work, seeds, count, speedup, match, health_bound_s))
     finally:
         common.kill_leftovers()
 

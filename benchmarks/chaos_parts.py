@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from benchmarks import common
+from pan import eventloop
 
 FAULT_KINDS = ("pause", "restart", "drop", "stall")
 CONSUMER = "consumer"  # the recording process a stall pauses: it takes only the tight streams
@@ -544,7 +545,7 @@ def main() -> int:
     p.add_argument("--tight", action="store_true", help="only the tight streams (else all the others)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    asyncio.run(record(args.workflow, args.out, args.name, args.tight))
+    eventloop.run(record(args.workflow, args.out, args.name, args.tight))
     return 0
 
 

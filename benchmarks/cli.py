@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "query-delay": "benchmarks.query_delay",
     "distribution": "benchmarks.distribution",
     "replay": "benchmarks.replay_bench",
+    "floor": "benchmarks.floor_bench",
     "chaos": "benchmarks.chaos",
     "ordering-modes": "benchmarks.ordering_modes",
     "policies": "benchmarks.policies",

@@ -34,6 +34,8 @@ import signal
 import sys
 from dataclasses import dataclass
 
+from pan import eventloop
+
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 64 * 1024
@@ -264,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    asyncio.run(_serve(args))
+    eventloop.run(_serve(args))
     return 0
 
 

@@ -12,7 +12,6 @@ every tuple the client got; ``count`` those with a delay (a matching row).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common, query_delay
+from pan import eventloop
 
 HELP = "query delay and tuples received per stream of the full-game workflow on 3, 6, 8 and 14 peers"
 SECTION = "distribution-bench"
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         for source in map(Path, args.workflows):
             run_dir = work / source.stem
             run_dir.mkdir()
-            result = asyncio.run(measure_one(query_delay.on_free_ports_copy(source, run_dir), data, run_dir))
+            result = eventloop.run(measure_one(query_delay.on_free_ports_copy(source, run_dir), data, run_dir))
             results[source.stem] = result
             cells = ", ".join(f"{s} p50 {common.fmt(d['p50_ms'])} ms n={d['received']}"
                               for s, d in result["streams"].items())

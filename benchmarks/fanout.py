@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from benchmarks import common
+from pan import eventloop
 
 HELP = "N long-poll subscribers on SENSOR105 fed at 15,000 tuples/s, with 1..3 publishers"
 SECTION = "fanout-bench"
@@ -397,7 +398,7 @@ def plot(summary: dict[str, Any]) -> Callable[[Path], Any]:
 def run(args: argparse.Namespace) -> int:
     apply_quick(args)
     try:
-        summary = asyncio.run(run_fanout(args))
+        summary = eventloop.run(run_fanout(args))
     finally:
         common.kill_leftovers()
     common.publish(summary, args.write, args.section, lambda: render(summary), plot(summary))

@@ -30,6 +30,8 @@ from typing import Any
 
 import orjson
 
+from pan import eventloop
+
 SID = 105
 STREAM = f"SENSOR{SID}"
 TICK_S = 0.005
@@ -263,9 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     mode, config = argv[0], orjson.loads(argv[1])
     if mode == "feed":
-        asyncio.run(feed(config))
+        eventloop.run(feed(config))
     elif mode == "clients":
-        asyncio.run(run_clients(config))
+        eventloop.run(run_clients(config))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     return 0

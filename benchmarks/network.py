@@ -47,6 +47,7 @@ from urllib.parse import quote
 import orjson
 
 from benchmarks import common
+from pan import eventloop
 
 HELP = "query delay vs added link latency (0..100 ms) and bandwidth, peers in network namespaces (root)"
 SECTION = "network-bench"
@@ -404,7 +405,7 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        summary = asyncio.run(run_network(args, ns))
+        summary = eventloop.run(run_network(args, ns))
     except KeyboardInterrupt as exc:
         print(f"pan bench network: interrupted ({exc}); processes stopped, namespaces removed", file=sys.stderr)
         return 130

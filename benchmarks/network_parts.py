@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from benchmarks.delay_proxy import DelayModel, DelayProxy
+from pan import eventloop
 
 STREAM = "LAT"
 TS0 = 10_629_342_490_369_879  # ps, DEBS-like event time
@@ -133,7 +134,7 @@ async def probe(config: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     modes = {"sidecar": sidecar, "sender": sender, "probe": probe}
-    asyncio.run(modes[argv[0]](orjson.loads(argv[1])))
+    eventloop.run(modes[argv[0]](orjson.loads(argv[1])))
     return 0
 
 

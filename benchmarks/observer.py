@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from pan import eventloop
 from pan.client import StreamSubscriber
 
 LOOKUP_BACKOFF_S = (0.01, 0.05)  # find each stream soon after its producer registers
@@ -60,7 +61,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("streams", nargs="+")
     args = parser.parse_args()
-    asyncio.run(observe(args.repository, args.streams, args.out))
+    eventloop.run(observe(args.repository, args.streams, args.out))
 
 
 if __name__ == "__main__":

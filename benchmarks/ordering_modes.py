@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
+from pan import eventloop
 
 HELP = "K over time and late fraction of watermark vs max ordering, replaying with jitter, loss and drop outages"
 SECTION = "ordering_modes"
@@ -346,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
         for rep in range(reps):
             for mode, workflow in WORKFLOWS.items():  # interleaved, so load drifts hit both modes alike
                 out = work / f"{mode}-{rep}"
-                one = asyncio.run(replay_sampled(moved(workflow, work), data, out, mode=mode,
+                one = eventloop.run(replay_sampled(moved(workflow, work), data, out, mode=mode,
                                                  impair=args.impair, speedup=args.speedup))
                 runs[mode].append(one)
                 print(f"{mode} #{rep + 1}: late {one.late_fraction():.5f}, {one.elapsed_s:.0f} s, "

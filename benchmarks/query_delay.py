@@ -14,7 +14,6 @@ Both clocks are this machine's wall clock (``time.time_ns``).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -26,6 +25,7 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks.observer import read_arrivals
+from pan import eventloop
 
 HELP = "query delay per stream (SENSOR105, B2, BP_wholeGame_A, a heat map, SHOTS) replaying in real time"
 SECTION = "query-delay-bench"
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="pan-qdelay-") as tmp:
         work = Path(tmp)
         data = prepare_data(args, work)
-        measured = asyncio.run(measure(on_free_ports_copy(args.workflow, work), data, work))
+        measured = eventloop.run(measure(on_free_ports_copy(args.workflow, work), data, work))
     summary = {stream: common.summarize_ms(values) for stream, values in measured.items()}
     from benchmarks import plots
 

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from benchmarks import common, fanout
+from pan import eventloop
 
 HELP = "the fan-out benchmark against Redis Streams (XADD / XREAD BLOCK), PAN / Redis in the same run"
 SECTION = "redis-bench"
@@ -213,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         print(orjson.dumps({"benchmark": "redis", "skipped": problem}).decode())
         return 0
     try:
-        summary = asyncio.run(run_redis(args))
+        summary = eventloop.run(run_redis(args))
     finally:
         common.kill_leftovers()
     from benchmarks import plots

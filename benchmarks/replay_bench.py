@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import common, pyspy, query_delay
+from benchmarks import common, floor_bench, pyspy, query_delay
+from pan import eventloop
 
 if TYPE_CHECKING:
     import psutil
@@ -64,6 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
                    help=f"sample every peer with py-spy for SECONDS, starting {PROFILE_AFTER_S:g} s into the "
                         "replay (as in the workflow only), and report where the time goes")
+    p.add_argument("--floor-reps", type=int, default=3, metavar="N",
+                   help="also run `pan bench floor` N times on the same data and report each replay's rows/s as a "
+                        "fraction of its median (0: not)")
     query_delay.add_replay_arguments(p, "20 s of match, no Spark")
 
 
@@ -187,7 +191,7 @@ async def replay_with_cpu(
 
 def measure(workflow: Path, data: Path, work: Path, span_s: float, profile_s: float = 0.0) -> dict[str, Any]:
     """One replay of ``workflow``: throughput, multiple of real time, CPU per process (and a profile)."""
-    summary, cpu, wall_s, profile = asyncio.run(replay_with_cpu(workflow, data, work, profile_s))
+    summary, cpu, wall_s, profile = eventloop.run(replay_with_cpu(workflow, data, work, profile_s))
     hosted = workers_by_peer(workflow)
     order = [*KINDS.values(), *(("peer", p) for p in hosted)]
     processes = [{"process": name, "kind": kind, "workers": hosted.get(name, []) if kind == "peer" else [],
@@ -230,6 +234,9 @@ def profile_summary(profile: pyspy.Profile, seconds: float) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.floor_reps < 0:
+        print("pan bench replay: --floor-reps must be >= 0", file=sys.stderr)
+        return 2
     source = Path(args.workflow)
     results: dict[str, Any] = {
         **common.run_header("replay"),
@@ -254,6 +261,13 @@ def run(args: argparse.Namespace) -> int:
                   f"{result['feed_s']:.1f} s = {result['rows_per_s']:,.0f} rows/s "
                   f"({result['real_time_multiple']}x real time), CPU {result['cpu_total_s']:.1f} s",
                   file=sys.stderr, flush=True)
+        if args.floor_reps > 0:
+            results["floor"] = floor_bench.measure(source, data, args.floor_reps)
+            for layout, result in results["runs"].items():
+                result["fraction_of_floor"] = round(result["rows_per_s"] / results["floor"]["rows_per_s_median"], 3)
+                print(f"replay {layout}: {result['fraction_of_floor']:.1%} of the floor "
+                      f"({results['floor']['rows_per_s_median']:,.0f} rows/s, one process, no network)",
+                      file=sys.stderr, flush=True)
     results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     from benchmarks import plots
 
@@ -294,6 +308,13 @@ def report(results: dict[str, Any]) -> str:
         lines += ["", f"CPU per process, {r['title']} ({r['peers']} peers):", "",
                   common.markdown_table(["Process", "Workers", "CPU s", "Share", "Cores (avg over wall time)"],
                                         cpu_rows, align="llrrr")]
+    if "floor" in results:
+        floor = results["floor"]
+        lines += ["", f"Floor (`pan bench floor` on the same data, {len(floor['runs'])} runs: every component in one "
+                  f"process, no network): {common.fmt(floor['rows_per_s_median'])} rows/s median "
+                  f"({common.fmt(floor['rows_per_s_min'])} - {common.fmt(floor['rows_per_s_max'])}); the replay "
+                  "reaches " + ", ".join(f"{r['fraction_of_floor']:.0%} of it {r['title']}" for r in runs.values())
+                  + "."]
     lines += [
         "",
         "The replay driver is the simulator plus the recorder (one subscriber per output stream, parsing and "

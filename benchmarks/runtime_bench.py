@@ -50,6 +50,7 @@ import orjson
 from benchmarks import common
 from benchmarks.common import percentile
 from benchmarks.runtime_worker import HOST, forwarder_spec
+from pan import eventloop
 
 if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module on start
     import aiohttp
@@ -502,7 +503,7 @@ async def bench_loopback_floor(samples: int, interval_s: float) -> dict[str, Any
         "    server = await asyncio.start_server(echo, '127.0.0.1', 0)\n"
         "    print(server.sockets[0].getsockname()[1], flush=True)\n"
         "    await asyncio.Event().wait()\n"
-        "asyncio.run(main())\n"
+        "from pan.eventloop import run\nrun(main())\n"
     )
     rtts: list[float] = []
     async with common.Child([sys.executable, "-c", code]) as echo:
@@ -704,7 +705,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        summary = asyncio.run(run_all(args))
+        summary = eventloop.run(run_all(args))
     finally:
         common.kill_leftovers()
     common.publish(summary, args.write, SECTION_NAME, lambda: render_section(summary))

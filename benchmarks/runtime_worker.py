@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from pan import eventloop
+
 if TYPE_CHECKING:
     from pan.specs import WorkerSpec
 
@@ -69,4 +71,4 @@ if __name__ == "__main__":
 
     die_with_launcher()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    asyncio.run(serve(orjson.loads(sys.argv[1])))
+    eventloop.run(serve(orjson.loads(sys.argv[1])))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
+from pan import eventloop
 from simulator.debs import HALF1
 
 HELP = "unpaced `pan simulate` throughput into one forwarder process (or a byte sink), and the simulator's CPU"
@@ -66,7 +67,8 @@ async def main():
     await asyncio.start_server(sink, "127.0.0.1", int(sys.argv[1]))
     await asyncio.start_server(http, "127.0.0.1", int(sys.argv[2]))
     await asyncio.Event().wait()
-asyncio.run(main())
+from pan.eventloop import run
+run(main())
 """
 
 
@@ -168,7 +170,7 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="pan-simulate-bench-") as tmp:
         try:
-            results = asyncio.run(measure(args, Path(tmp)))
+            results = eventloop.run(measure(args, Path(tmp)))
         finally:
             common.kill_leftovers()
     common.publish(results, args.write, SECTION, lambda: report(results))

@@ -17,7 +17,6 @@ load average at start and end.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 import sys
@@ -161,13 +160,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pan import arrow_pages
+    from pan import arrow_pages, eventloop
 
     if not arrow_pages.available():
         print("pan bench wire: needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
         return 2
     try:
-        summary = asyncio.run(run_all(args))
+        summary = eventloop.run(run_all(args))
     finally:
         common.kill_leftovers()
     common.publish(summary, args.write, SECTION_NAME, lambda: render_section(summary))

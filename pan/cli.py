@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, entry_points, version
+
+from pan import eventloop
 
 ENTRY_POINT_GROUP = "pan.commands"
 #: Commands that come with a distribution of their own, and how to get one that is missing.
@@ -26,9 +28,25 @@ def command_entries() -> list[EntryPoint]:
     return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (not e.value.startswith("pan."), e.name))
 
 
+class VersionAction(argparse.Action):
+    """``--version``: PAN's version and the event loop its processes run on (after an earlier ``--no-uvloop``)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and the event loop, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, "no_uvloop", False):
+            eventloop.turn_off_uvloop()
+        parser.exit(message=f"pan {version('pan')} (event loop: {eventloop.loop_name()})\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pan", description="PAN: pull-based peer-to-peer analysis network")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--no-uvloop", action="store_true",
+                        help=f"run on asyncio's default event loop, also in child processes ({eventloop.ENV_VAR}=0)")
+    parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for entry in command_entries():
         try:
@@ -63,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pan: {hint}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    if args.no_uvloop:
+        eventloop.turn_off_uvloop()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -7,6 +7,7 @@ import gc
 import logging
 import signal
 
+from pan import eventloop
 from pan.local import LocalPublishers
 from pan.specs import Workflow
 from pan.worker import Worker
@@ -30,7 +31,7 @@ async def serve_peer(workflow: Workflow, peer: str, stop: asyncio.Event) -> None
         # collector, every full collection walks them all (50-200 ms of CPU with the event loop
         # stalled); frozen, they are treated as permanent and never walked again.
         gc.freeze()
-        log.info("peer %s: %d worker(s) running", peer, len(started))
+        log.info("peer %s: %d worker(s) running on %s", peer, len(started), eventloop.running_loop_name())
         await stop.wait()
     finally:
         for worker in reversed(started):
@@ -48,7 +49,7 @@ def run_peer(workflow: Workflow, peer: str) -> int:
         await serve_peer(workflow, peer, stop)
 
     try:
-        asyncio.run(main())
+        eventloop.run(main())
     except OSError as exc:
         log.error("peer %s failed to start: %s", peer, exc)
         return 1

@@ -73,17 +73,24 @@ def output_tuples(component: Component, stream: str) -> list[dict[str, Any]]:
 
 class OutputReader:
     """The tuples one output gained since the last call: for chaining components offline, each fed the
-    outputs of the one before, piece by piece."""
+    outputs of the one before, piece by piece. It holds the output as a lossless reader (as `pan replay`'s
+    recorder does), so a burst larger than ``buffer_size`` between two calls is kept for it, not overwritten."""
 
     def __init__(self, component: Component, stream: str) -> None:
-        self.buffer = component.ctx.outputs[stream].buffer
+        self.output = component.ctx.outputs[stream]
         self.after = -1
+        self.missed = 0  # tuples lost before they were read (holes an upstream gap left)
+        self.name = f"OutputReader-{id(self)}"
+        self.output.hold(self.name, self.after)
 
     def new(self) -> list[dict[str, Any]]:
-        page = self.buffer.read(self.after, oldest=self.buffer.capacity)
+        buffer = self.output.buffer
+        page = buffer.read(self.after, oldest=buffer.capacity)
+        self.missed += page.missed
         if not page.items:
             return []
         self.after = page.indices[-1]
+        self.output.hold(self.name, self.after)
         return [orjson.loads(item) for item in page.items]
 
 

@@ -8,6 +8,8 @@ import contextlib
 import signal
 import sys
 
+from pan import eventloop
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         await serve(args.host, args.port, args.every, args.count, args.window, stop=stop)
 
     try:
-        asyncio.run(main())
+        eventloop.run(main())
     except OSError as exc:
         print(f"pan receive: {exc}", file=sys.stderr)
         return 2

@@ -7,12 +7,12 @@ simulator as its feed.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
 import orjson
 
+from pan import eventloop
 from pan.lifeline import die_with_launcher
 from pan.specs import WorkflowError
 from pan.workflow import load_workflow, on_free_ports
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         return (await simulate(options)).as_dict()
 
     try:
-        result = asyncio.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
+        result = eventloop.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
                                    until_ended=True))
     except (SimulateError, RuntimeError) as exc:
         print(f"pan replay: {exc}", file=sys.stderr)

@@ -577,6 +577,16 @@ async def _start_clock(opts: SimulateOptions) -> tuple[TimeProvider, WTTMaster |
     return opts.clock, None
 
 
+def interruptions_source(data_dir: Path, **filters: object) -> RowSource:
+    """The INTERRUPTIONS stream of a split folder as fed: its spans' begin and end events, and a heartbeat every
+    ``HEARTBEAT_PS`` over the sensor data's span."""
+    data_files = sensor_files(data_dir)
+    span = (first_ts(data_dir, data_files), last_ts(data_dir, data_files))
+    beat = (span[0], span[1], HEARTBEAT_PS) if None not in span else None
+    lines = interruption_lines(data_dir / INTERRUPTIONS_FILE, beat)  # type: ignore[arg-type]
+    return RowSource(INTERRUPTIONS_STREAM, iter([lines] if lines else []), json_lines=True, **filters)
+
+
 async def simulate(opts: SimulateOptions) -> Summary:
     """Replay the selected streams of ``opts.data_dir`` into ``opts.workflow``; returns what happened."""
     if opts.speedup < 0:
@@ -592,13 +602,8 @@ async def simulate(opts: SimulateOptions) -> Summary:
 
     sources: dict[str, RowSource] = {s: RowSource.from_file(s, p, **filters) for s, p in files.items()}
     if feed_interruptions:
-        data_files = sensor_files(opts.data_dir)
-        span = (first_ts(opts.data_dir, data_files), last_ts(opts.data_dir, data_files))
-        beat = (span[0], span[1], HEARTBEAT_PS) if None not in span else None
-        lines = interruption_lines(opts.data_dir / INTERRUPTIONS_FILE, beat)  # type: ignore[arg-type]
-        sources[INTERRUPTIONS_STREAM] = RowSource(INTERRUPTIONS_STREAM, iter([lines] if lines else []),
-                                                  json_lines=True, **filters)
-        if origin is None and lines:
+        sources[INTERRUPTIONS_STREAM] = interruptions_source(opts.data_dir, **filters)
+        if origin is None:
             origin = sources[INTERRUPTIONS_STREAM].peek_ts()
     if origin is None:
         origin = 0

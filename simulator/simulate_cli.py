@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 
+from pan import eventloop
 from pan.specs import WorkflowError
 from pan.workflow import load_workflow
 from simulator.clock import LocalTime, SkewedTime, TimeProvider
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"pan simulate: {exc}", file=sys.stderr)
         return 2
     try:
-        summary = asyncio.run(_run(options))
+        summary = eventloop.run(_run(options))
     except SimulateError as exc:
         print(f"pan simulate: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from pan import eventloop
 from pan.repository_client import NoPublisher, RepositoryClient, RepositoryUnavailable
 from pan.specs import Workflow
 from pan.workflow import load_workflow
@@ -53,7 +54,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     async def feed() -> Any:
         return (await simulate(options)).as_dict()
 
-    result = asyncio.run(replay(Path(args.workflow), workflow, feed, record, observer=lambda: _live(workflow)))
+    result = eventloop.run(replay(Path(args.workflow), workflow, feed, record, observer=lambda: _live(workflow)))
     print(summary_line(_final(record)))
     print(f"\n{sum(result.streams.values())} output tuples on {len(result.streams)} streams recorded in {record}/")
     print(f"(feed {result.feed_s:.1f} s, whole run {result.elapsed_s:.1f} s)")

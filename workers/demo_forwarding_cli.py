@@ -18,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from pan import eventloop
 from pan.client import StreamSubscriber
 from pan.ingest import send_lines
 from pan.lifeline import Lifeline
@@ -45,7 +46,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with Lifeline() as lifeline:  # the workflow dies with us, even if we are SIGKILLed
         run = subprocess.Popen([sys.executable, "-m", "pan", "run", args.workflow], **lifeline.spawn_options())
         try:
-            return asyncio.run(_demo(workflow, lines, args.speedup))
+            return eventloop.run(_demo(workflow, lines, args.speedup))
         finally:
             run.send_signal(signal.SIGTERM)
             run.wait(timeout=30)

@@ -10,7 +10,7 @@ import sys
 
 import orjson
 
-from pan import arrow_pages
+from pan import arrow_pages, eventloop
 from pan.client import StreamSubscriber
 from pan.fetcher import default_wire
 from pan.launcher import Launcher
@@ -92,13 +92,14 @@ def cmd_repository(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         server = RepositoryServer(args.host, args.port)
         await server.start()
-        print(f"repository listening on {args.host}:{server.port}", file=sys.stderr, flush=True)
+        print(f"repository listening on {args.host}:{server.port} ({eventloop.running_loop_name()})", file=sys.stderr,
+              flush=True)
         try:
             await stop.wait()
         finally:
             await server.stop()
 
-    asyncio.run(main())
+    eventloop.run(main())
     return 0
 
 
@@ -165,5 +166,5 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                     return
 
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
-        asyncio.run(main())
+        eventloop.run(main())
     return 0

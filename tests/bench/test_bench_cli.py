@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from benchmarks import cli, common, distribution, network, plots, pyspy, query_delay, replay_bench
+from benchmarks import cli, common, distribution, floor_bench, network, plots, pyspy, query_delay, replay_bench
 from pan.lifeline import shared_lifeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -251,10 +251,28 @@ def test_replay_bench_names_processes_and_puts_every_worker_on_its_own_peer(tmp_
     assert split == {name: [name] for name in names} and len(names) > 3
 
 
+@pytest.mark.process
+def test_floor_quick_runs_every_rep_and_writes_its_section(tmp_path: Path) -> None:
+    report = tmp_path / "benchmarks.md"
+    summary = bench("floor", "--quick", "--reps", "2", "--write", str(report), timeout=600)
+    assert summary["benchmark"] == "floor" and len(summary["runs"]) == 2 and summary["rows"] > 0
+    assert all(r["rows"] == summary["rows"] and r["seconds"] > 0 for r in summary["runs"])
+    assert summary["rows_per_s_min"] <= summary["rows_per_s_median"] <= summary["rows_per_s_max"]
+    assert len(summary["load_avg_at_end"]) == 3
+    assert f"<!-- {floor_bench.SECTION}:start -->" in report.read_text()
+
+
+@pytest.mark.process
+def test_floor_refuses_zero_reps() -> None:
+    done = subprocess.run([sys.executable, "-m", "pan", "bench", "floor", "--reps", "0"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and "--reps must be >= 1" in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.slow
 def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
-    summary = bench("replay", "--quick", "--profile", "2", "--write", str(report), timeout=300)
+    summary = bench("replay", "--quick", "--profile", "2", "--floor-reps", "1", "--write", str(report), timeout=300)
     assert summary["benchmark"] == "replay" and summary["machine"]["cores"] >= 1
     [run] = summary["runs"].values()
     assert set(run) >= {"title", "peers", "input_rows", "event_time_s", "feed_s", "rows_per_s", "real_time_multiple",
@@ -271,6 +289,10 @@ def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
     text = report.read_text()
     assert f"<!-- {replay_bench.SECTION}:start -->" in text and f"](img/{replay_bench.SECTION}.png)" in text
     assert "Where the peers' time goes" in text
+    floor = summary["floor"]  # the same data through every component in one process
+    assert floor["rows"] == run["input_rows"] and len(floor["runs"]) == 1
+    assert run["fraction_of_floor"] == pytest.approx(run["rows_per_s"] / floor["rows_per_s_median"], rel=0.01)
+    assert "Floor (`pan bench floor`" in text
     assert is_png(tmp_path / "img" / f"{replay_bench.SECTION}.png")
 
 

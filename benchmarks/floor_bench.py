@@ -1,0 +1,147 @@
+"""`pan bench floor`: the full-game workflow's components in one process, the ceiling for this code here.
+
+Every ordered component of the workflow (all four queries) is chained in one
+process by `pan.chain` (no network, no ordering units, no recorder) and fed
+a split folder's per-sensor files and INTERRUPTIONS stream (with the
+simulator's heartbeats) straight from disk, merged by ts a step of event time
+at a time. Rows/s = source rows fed / wall time of the run (reading, decoding,
+all components). A distributed replay does this work plus the rest (ingest,
+serving and pulling pages, ordering, recording), so its rows/s over this
+one's is how much of the components' own speed it keeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks import common, query_delay
+
+HELP = "all four queries' components in one process on a split match, no network: the ceiling in rows/s"
+SECTION = "floor-bench"
+PS = 10**12
+STEP_PS = PS  # event time per step; outputs do not depend on it, only the per-step overhead does
+TAKE_ROWS = 1 << 30  # a source hands out every row of a step at once
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workflow", default=str(query_delay.ROOT / "workflows" / "full_game_3_peers.json"))
+    p.add_argument("--reps", type=int, default=5, help="repetitions (the median is reported)")
+    query_delay.add_replay_arguments(p, "20 s of match, no Spark")
+
+
+def sensor_row(line: bytes) -> dict[str, int]:
+    """A CSV sensor row as a component gets it from a forwarder (without its stream index ``i``)."""
+    from simulator.debs_rows import SENSOR_FIELDS
+
+    return dict(zip(SENSOR_FIELDS, map(int, line.split(b",")), strict=True))
+
+
+def json_row(line: bytes) -> dict[str, Any]:
+    """A JSON line as a forwarder stores it: without ``stream``."""
+    import orjson
+
+    row = orjson.loads(line)
+    row.pop("stream", None)
+    return row
+
+
+def run_chain(workflow: Path, data: Path, on_step: Callable[[Any], None] | None = None,
+              step_ps: int = STEP_PS) -> tuple[Any, int, float]:
+    """Feed ``data`` through ``workflow``'s components in one process: (the chain, rows fed, seconds).
+
+    ``on_step(chain)`` runs after every step of ``step_ps`` event time and after the end (e.g. to collect
+    outputs, which must fit in their buffers over one step; not timed apart).
+    """
+    from pan.chain import ComponentChain
+    from pan.workflow import load_workflow
+    from simulator.simulate import interruptions_source
+    from simulator.sources import INTERRUPTIONS_STREAM, RowSource, sensor_files
+
+    chain = ComponentChain(load_workflow(workflow))
+    files = sensor_files(data)
+    sources: dict[str, RowSource] = {s: RowSource.from_file(s, files[s]) for s in chain.sources if s in files}
+    if INTERRUPTIONS_STREAM in chain.sources:
+        sources[INTERRUPTIONS_STREAM] = interruptions_source(data)
+    decode = {s: json_row if src.json_lines else sensor_row for s, src in sources.items()}
+    firsts = [ts for ts in (src.peek_ts() for src in sources.values()) if ts is not None]
+    was_enabled = gc.isenabled()
+    gc.disable()  # as a peer freezes its buffers: full collections over millions of row dicts would dominate
+    started = time.perf_counter()
+    try:
+        limit = min(firsts, default=0) + step_ps - 1
+        while sources:
+            batch = {}
+            for stream, source in list(sources.items()):
+                _ts, lines = source.take(limit, TAKE_ROWS)
+                if lines:
+                    batch[stream] = list(map(decode[stream], lines))
+                if source.peek_ts() is None:
+                    del sources[stream]
+            chain.advance(batch, limit)
+            if on_step is not None:
+                on_step(chain)
+            limit += step_ps
+        chain.finish()
+        if on_step is not None:
+            on_step(chain)
+        seconds = time.perf_counter() - started
+    finally:
+        if was_enabled:
+            gc.enable()
+    return chain, chain.fed, seconds
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.reps < 1:
+        print("pan bench floor: --reps must be >= 1", file=sys.stderr)
+        return 2
+    results: dict[str, Any] = {
+        **common.run_header("floor"),
+        "config": {"workflow": Path(args.workflow).name, "match": query_delay.match_text(args), "reps": args.reps,
+                   "step_s": STEP_PS / PS},
+    }
+    with tempfile.TemporaryDirectory(prefix="pan-floor-bench-") as tmp:
+        data = query_delay.prepare_data(args, Path(tmp))
+        results.update(measure(Path(args.workflow), data, args.reps))
+    results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    common.publish(results, args.write, SECTION, lambda: report(results))
+    return 0
+
+
+def measure(workflow: Path, data: Path, reps: int) -> dict[str, Any]:
+    """``reps`` runs of the chain on ``data``: rows/s median, min and max, and each run."""
+    runs = []
+    for rep in range(reps):
+        _chain, rows, seconds = run_chain(workflow, data)
+        runs.append({"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds, 1)})
+        print(f"floor run {rep + 1}/{reps}: {rows:,} rows in {seconds:.2f} s = {rows / seconds:,.0f} rows/s "
+              f"(load {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
+    rates = [r["rows_per_s"] for r in runs]
+    return {"rows": runs[0]["rows"], "rows_per_s_median": round(statistics.median(rates), 1),
+            "rows_per_s_min": min(rates), "rows_per_s_max": max(rates), "runs": runs}
+
+
+def report(results: dict[str, Any]) -> str:
+    row = [results["config"]["workflow"], common.fmt(results["rows"]), common.fmt(results["rows_per_s_median"]),
+           f"{common.fmt(results['rows_per_s_min'])} - {common.fmt(results['rows_per_s_max'])}",
+           results["config"]["reps"]]
+    return "\n".join([
+        "## Floor: the full-game components in one process",
+        "",
+        f"{results['date']}. {common.machine_line(results['machine'], results['load_avg_at_end'])}",
+        f"Command: `{results['command']}`; {results['config']['match']}. Every ordered component of the workflow "
+        "chained in one process (`pan/chain.py`): no network, no ordering units, no recorder; the split files and "
+        "INTERRUPTIONS (with heartbeats) read from disk and fed in ts order, "
+        f"{results['config']['step_s']:g} s of event time per step. Rows/s = rows fed / wall time.",
+        "",
+        common.markdown_table(["Workflow", "Rows", "Rows/s (median)", "Min - max", "Reps"], [row], align="lrrrr"),
+    ])

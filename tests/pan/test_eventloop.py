@@ -1,0 +1,129 @@
+"""The event loop PAN's processes run on (pan/eventloop.py): uvloop unless turned off or missing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pan import eventloop
+from pan.lifeline import shared_lifeline
+from pan.workflow import on_free_ports
+from tests.conftest import ROOT
+
+try:
+    import uvloop  # noqa: F401
+
+    HAVE_UVLOOP = True
+except ImportError:
+    HAVE_UVLOOP = False
+
+
+async def loop_module() -> str:
+    return type(asyncio.get_running_loop()).__module__
+
+
+@pytest.mark.parametrize("value", ["0", "false", "OFF", " no "])
+def test_the_env_var_turns_uvloop_off(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(eventloop.ENV_VAR, value)
+    assert eventloop.loop_factory() is None
+    assert eventloop.loop_name() == "asyncio"
+    assert eventloop.run(loop_module()).startswith("asyncio")
+
+
+def test_without_uvloop_importable_the_default_loop_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(eventloop.ENV_VAR, raising=False)
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # any import of it now raises ImportError
+    assert eventloop.loop_factory() is None
+    assert eventloop.loop_name() == "asyncio"
+    assert eventloop.run(loop_module()).startswith("asyncio")
+
+
+@pytest.mark.skipif(not HAVE_UVLOOP, reason="uvloop not installed (the fast extra)")
+@pytest.mark.parametrize("value", [None, "1", "yes"])
+def test_uvloop_runs_when_installed_and_not_turned_off(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+    if value is None:
+        monkeypatch.delenv(eventloop.ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(eventloop.ENV_VAR, value)
+    assert eventloop.loop_name().startswith("uvloop ")
+    assert eventloop.run(loop_module()).startswith("uvloop")
+
+
+def test_run_returns_the_coroutines_result_and_raises_its_error() -> None:
+    async def answer() -> int:
+        return 42
+
+    async def fail() -> None:
+        raise KeyError("x")
+
+    assert eventloop.run(answer()) == 42
+    with pytest.raises(KeyError):
+        eventloop.run(fail())
+
+
+# --- real processes -----------------------------------------------------------------------------------
+
+
+def run_workflow_and_read_loops(tmp_path: Path, flags: list[str], env: dict[str, str]) -> list[str]:
+    """Start `pan [flags] run` on the forwarding demo workflow; the loop names its repository and peers log."""
+    data = on_free_ports(json.loads((ROOT / "workflows" / "demo_forwarding.json").read_text()))
+    (tmp_path / "wf.json").write_text(json.dumps(data))
+    peers = {w.get("peer", w["name"]) for w in data["workers"]}
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "pan", *flags, "run", "wf.json"], cwd=tmp_path, stdout=out,
+                                stderr=subprocess.STDOUT, **shared_lifeline().spawn_options(env))
+    try:
+        deadline = time.monotonic() + 300
+        while log.read_text().count("worker(s) running") < len(peers):
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    lines = log.read_text().splitlines()
+    peer_loops = [line.rsplit(" running on ", 1)[1] for line in lines if "worker(s) running on " in line]
+    repository = [line.rsplit("(", 1)[1].rstrip(")") for line in lines if "repository listening on" in line]
+    assert len(peer_loops) == len(peers) and len(repository) == 1, log.read_text()
+    return peer_loops + repository
+
+
+@pytest.mark.process
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("flags", "env_value", "expected"), [
+    ([], None, "uvloop" if HAVE_UVLOOP else "asyncio"),
+    (["--no-uvloop"], None, "asyncio"),
+    ([], "0", "asyncio"),
+])
+def test_pan_run_and_its_children_use_the_chosen_loop(
+    tmp_path: Path, flags: list[str], env_value: str | None, expected: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != eventloop.ENV_VAR}
+    if env_value is not None:
+        env[eventloop.ENV_VAR] = env_value
+    assert set(run_workflow_and_read_loops(tmp_path, flags, env)) == {expected}
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(("flags", "env_value", "expected"), [
+    ([], None, "uvloop" if HAVE_UVLOOP else "asyncio"),
+    (["--no-uvloop"], None, "asyncio"),
+    ([], "0", "asyncio"),
+])
+def test_pan_version_names_the_loop(flags: list[str], env_value: str | None, expected: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != eventloop.ENV_VAR}
+    if env_value is not None:
+        env[eventloop.ENV_VAR] = env_value
+    done = subprocess.run([sys.executable, "-m", "pan", *flags, "--version"], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"(event loop: {expected}" in done.stdout + done.stderr
