@@ -18,13 +18,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import common
-from benchmarks.runtime_bench import THROUGHPUT_STREAM, WorkerProcess, cpu_seconds, fill, sensor_lines, sensor_tails
+from benchmarks.runtime_bench import (
+    THROUGHPUT_STREAM,
+    WorkerProcess,
+    cpu_seconds,
+    fill,
+    rate_summary,
+    sensor_lines,
+    sensor_tails,
+)
 from benchmarks.runtime_worker import HOST
 
 if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module on start
@@ -91,17 +98,7 @@ async def bench(proc: WorkerProcess, backlog: int, pages: list[int], reps: int) 
                     "server_cpu": (cpu_seconds(server) - server_cpu) / elapsed,
                     "client_cpu": (cpu_seconds(me) - my_cpu) / elapsed,
                 })
-        per_wire = {}
-        for wire, samples in runs.items():
-            rates = [s["tuples_per_s"] for s in samples]
-            per_wire[wire] = {
-                "median_tuples_per_s": round(statistics.median(rates)),
-                "min_tuples_per_s": round(min(rates)),
-                "max_tuples_per_s": round(max(rates)),
-                "runs_tuples_per_s": [round(r) for r in rates],
-                "server_cpu_util": round(statistics.median(s["server_cpu"] for s in samples), 2),
-                "client_cpu_util": round(statistics.median(s["client_cpu"] for s in samples), 2),
-            }
+        per_wire: dict[str, Any] = {wire: rate_summary(samples) for wire, samples in runs.items()}
         per_wire["ratio_arrow_over_json"] = round(
             per_wire["arrow"]["median_tuples_per_s"] / per_wire["json"]["median_tuples_per_s"], 2
         )

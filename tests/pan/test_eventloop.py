@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from pan import eventloop
-from pan.lifeline import shared_lifeline
-from pan.workflow import on_free_ports
-from tests.conftest import ROOT
+from tests.support.demo_run import run_demo_until_every_peer_runs
 
 try:
     import uvloop  # noqa: F401
@@ -74,26 +69,11 @@ def test_run_returns_the_coroutines_result_and_raises_its_error() -> None:
 
 def run_workflow_and_read_loops(tmp_path: Path, flags: list[str], env: dict[str, str]) -> list[str]:
     """Start `pan [flags] run` on the forwarding demo workflow; the loop names its repository and peers log."""
-    data = on_free_ports(json.loads((ROOT / "workflows" / "demo_forwarding.json").read_text()))
-    (tmp_path / "wf.json").write_text(json.dumps(data))
-    peers = {w.get("peer", w["name"]) for w in data["workers"]}
-    log = tmp_path / "run.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "pan", *flags, "run", "wf.json"], cwd=tmp_path, stdout=out,
-                                stderr=subprocess.STDOUT, **shared_lifeline().spawn_options(env))
-    try:
-        deadline = time.monotonic() + 300
-        while log.read_text().count("worker(s) running") < len(peers):
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
-    lines = log.read_text().splitlines()
+    text, _ = run_demo_until_every_peer_runs([sys.executable, "-m", "pan", *flags], tmp_path, env)
+    lines = text.splitlines()
     peer_loops = [line.rsplit(" running on ", 1)[1] for line in lines if "worker(s) running on " in line]
     repository = [line.rsplit("(", 1)[1].rstrip(")") for line in lines if "repository listening on" in line]
-    assert len(peer_loops) == len(peers) and len(repository) == 1, log.read_text()
+    assert len(peer_loops) == text.count("worker(s) running") >= 1 and len(repository) == 1, text
     return peer_loops + repository
 
 

@@ -7,19 +7,15 @@ builds and installs PAN from the registry like `make test` does.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from pan.lifeline import shared_lifeline
-from pan.workflow import on_free_ports
 from tests.conftest import ROOT
+from tests.support.demo_run import run_demo_until_every_peer_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -58,23 +54,8 @@ def test_pan_split_without_spark_names_the_extra(fresh_pan: Path, tmp_path: Path
 
 
 def test_pan_run_works_from_any_directory(fresh_pan: Path, tmp_path: Path) -> None:
-    data = on_free_ports(json.loads((ROOT / "workflows" / "demo_forwarding.json").read_text()))
-    (tmp_path / "wf.json").write_text(json.dumps(data))
-    peers = {w.get("peer", w["name"]) for w in data["workers"]}
-    log = tmp_path / "run.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([str(fresh_pan / "pan"), "run", "wf.json"], cwd=tmp_path, stdout=out,
-                                stderr=subprocess.STDOUT,
-                                **shared_lifeline().spawn_options({**os.environ, "PYTHONPATH": ""}))
-    try:
-        deadline = time.monotonic() + 300
-        while log.read_text().count("worker(s) running") < len(peers):
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
+    text, returncode = run_demo_until_every_peer_runs([str(fresh_pan / "pan")], tmp_path,
+                                                      {**os.environ, "PYTHONPATH": ""})
     # Not checked here: on Ctrl-C aiohttp 3.14 sometimes logs an InvalidStateError traceback for a long poll
     # cut by the shutdown (seen in CI, 2026-11-24); that is a shutdown defect of its own, not the install's.
-    assert proc.returncode == 0, log.read_text()[-3000:]
+    assert returncode == 0, text[-3000:]
