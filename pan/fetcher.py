@@ -10,8 +10,8 @@ publisher, reported and failed over by the caller, never a silent retry loop).
 A publisher in this process (``pan/local.py``) is called directly, with the
 same answer as over HTTP.
 
-Over HTTP a fetcher asks for Arrow pages (``pan/arrow_pages.py``) when pyarrow
-is there, JSON otherwise, and reads whatever the publisher answers by its
+Over HTTP a fetcher asks for JSON pages, or for Arrow pages (``pan/arrow_pages.py``)
+with ``PAN_WIRE=arrow``, and reads whatever the publisher answers by its
 ``Content-Type``: an older publisher ignores ``Accept`` and answers JSON.
 """
 
