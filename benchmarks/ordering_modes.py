@@ -330,7 +330,9 @@ def first_half(game: Path, out: Path) -> Path:
 def prepare_data(args: argparse.Namespace, work: Path) -> Path:
     """A split folder: given, or the first half of a generated realistic match."""
     if args.data is not None:
-        return Path(args.data)
+        from benchmarks.query_delay import given_split
+
+        return given_split(Path(args.data))
     from simulator.realistic import generate
 
     generate(work / "game", 2 * (20 / 60 if args.quick else args.minutes), seed=2013)

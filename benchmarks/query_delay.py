@@ -56,7 +56,7 @@ def add_replay_arguments(p: argparse.ArgumentParser, quick_help: str) -> None:
 def prepare_data(args: argparse.Namespace, work: Path) -> Path:
     """A split folder: given, or generated (split by Spark, or by a plain splitter with --quick)."""
     if args.data is not None:
-        return Path(args.data)
+        return given_split(Path(args.data))
     from simulator.match import generate
 
     minutes = 20 / 60 if args.quick else args.minutes
@@ -67,6 +67,15 @@ def prepare_data(args: argparse.Namespace, work: Path) -> Path:
 
     split(work / "game" / "full-game", work / "split")
     return work / "split"
+
+
+def given_split(data: Path) -> Path:
+    """``data`` if it is a split folder (per-sensor files), else a clear error instead of a traceback mid-run."""
+    from simulator.sources import sensor_files
+
+    if not data.is_dir() or not sensor_files(data):
+        raise SystemExit(f"pan bench: --data {data}: not a folder written by `pan split` (no per-sensor files)")
+    return data
 
 
 def plain_split(game: Path, out: Path, until_ts: int | None = None) -> Path:

@@ -337,3 +337,14 @@ def test_wire_tiny_compares_json_and_arrow(tmp_path: Path) -> None:
         assert per_wire["json"]["median_tuples_per_s"] > 0 and per_wire["arrow"]["median_tuples_per_s"] > 0
         assert per_wire["ratio_arrow_over_json"] > 0
     assert "<!-- wire-bench:start -->" in report.read_text() and "| 2000 | arrow |" in report.read_text()
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("name", ["floor", "replay"])
+def test_a_data_folder_that_is_not_a_split_is_a_clear_error(name: str, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("no sensor files here")
+    for data in (tmp_path / "missing", tmp_path):
+        done = subprocess.run([sys.executable, "-m", "pan", "bench", name, "--data", str(data)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode != 0 and "not a folder written by `pan split`" in done.stderr, done.stderr[-2000:]
+        assert "Traceback" not in done.stderr
