@@ -59,8 +59,22 @@ def available() -> bool:
     return True
 
 
+WIRES = ("json", "arrow")
+
+
 def _wire_env() -> str:
     return os.environ.get(WIRE_ENV, "").strip().lower()
+
+
+def wire_env_problem() -> str | None:
+    """Why ``PAN_WIRE`` cannot be honoured (a typo, or Arrow without pyarrow), or None: a typo must not
+    silently mean the default."""
+    value = _wire_env()
+    if value and value not in WIRES:
+        return f"{WIRE_ENV}={os.environ[WIRE_ENV]!r} is not one of {', '.join(WIRES)} (or unset)"
+    if value == "arrow" and not available():
+        return f"{WIRE_ENV}=arrow needs pyarrow: pip install 'pan[arrow]'"
+    return None
 
 
 def enabled() -> bool:

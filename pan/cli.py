@@ -13,7 +13,7 @@ import logging
 import sys
 from importlib.metadata import EntryPoint, entry_points, version
 
-from pan import eventloop
+from pan import arrow_pages, eventloop
 
 ENTRY_POINT_GROUP = "pan.commands"
 #: Commands that come with a distribution of their own, and how to get one that is missing.
@@ -81,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pan: {hint}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    for problem in (arrow_pages.wire_env_problem(), eventloop.env_problem()):
+        if problem is not None:
+            print(f"pan: {problem}", file=sys.stderr)
+            return 2
     if args.no_uvloop:
         eventloop.turn_off_uvloop()
     logging.basicConfig(

@@ -21,6 +21,7 @@ __all__ = ["ENV_VAR", "loop_factory", "loop_name", "run", "running_loop_name", "
 #: Set to 0 (or false, no, off) to keep asyncio's default loop.
 ENV_VAR = "PAN_UVLOOP"
 _OFF = {"0", "false", "no", "off"}
+_ON = {"", "1", "true", "yes", "on"}
 T = TypeVar("T")
 
 
@@ -28,6 +29,14 @@ def uvloop_wanted(environ: dict[str, str] | None = None) -> bool:
     """False when ``PAN_UVLOOP`` turns uvloop off."""
     value = (os.environ if environ is None else environ).get(ENV_VAR, "1")
     return value.strip().lower() not in _OFF
+
+
+def env_problem() -> str | None:
+    """Why ``PAN_UVLOOP`` is not understood, or None: a typo must not silently mean the default."""
+    value = os.environ.get(ENV_VAR, "1")
+    if value.strip().lower() in _OFF | _ON:
+        return None
+    return f"{ENV_VAR}={value!r} is not one of 1, 0 (or true/false, yes/no, on/off)"
 
 
 def turn_off_uvloop() -> None:

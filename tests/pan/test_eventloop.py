@@ -107,3 +107,27 @@ def test_pan_version_names_the_loop(flags: list[str], env_value: str | None, exp
                           env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert f"(event loop: {expected}" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("value", "understood"), [
+    ("0", True), ("1", True), (" On ", True), ("", True), ("nah", False), ("2", False),
+])
+def test_a_mistyped_env_var_is_named_not_taken_for_the_default(
+        monkeypatch: pytest.MonkeyPatch, value: str, understood: bool) -> None:
+    monkeypatch.setenv(eventloop.ENV_VAR, value)
+    problem = eventloop.env_problem()
+    assert (problem is None) == understood
+    if not understood:
+        assert eventloop.ENV_VAR in problem and repr(value) in problem
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(("name", "value"), [("PAN_UVLOOP", "nah"), ("PAN_WIRE", "arow")])
+def test_pan_refuses_a_mistyped_setting_with_one_line(name: str, value: str) -> None:
+    env = {**os.environ, name: value}
+    done = subprocess.run([sys.executable, "-m", "pan", "subscribe", "SOME_STREAM", "--repository", "127.0.0.1:1"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pan: {name}={value!r} is not one of"), done.stderr
+    assert "Traceback" not in done.stderr

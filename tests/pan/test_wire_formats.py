@@ -276,3 +276,18 @@ def test_pan_wire_chooses_what_servers_offer_and_subscribers_ask_for(
     else:
         monkeypatch.setenv(arrow_pages.WIRE_ENV, env)
     assert arrow_pages.enabled() == serves and default_wire() == asks
+
+
+@pytest.mark.parametrize(("env", "problem"), [(None, None), ("json", None), (" Arrow ", None),
+                                              ("arow", "is not one of json, arrow"), ("binary", "is not one of")])
+def test_a_mistyped_pan_wire_is_named_not_taken_for_json(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, problem: str | None
+) -> None:
+    if env is None:
+        monkeypatch.delenv(arrow_pages.WIRE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(arrow_pages.WIRE_ENV, env)
+    found = arrow_pages.wire_env_problem()
+    assert (found is None) == (problem is None)
+    if problem is not None:
+        assert problem in found and repr(env) in found
