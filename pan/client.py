@@ -84,6 +84,7 @@ class StreamSubscriber:
         gaps: bool = False,
         hold: str | None = None,
         wire: Wire | None = None,
+        token: str | None = None,
     ) -> None:
         self.stream = stream
         self.repository = parse_address(repository)
@@ -97,10 +98,12 @@ class StreamSubscriber:
         #: (``/data?hold=``), for recorders that must lose nothing; a live client leaves it None and skips ahead.
         #: ``wake_on_meta``: long polls also end on producer meta changes (K, wm).
         #: ``wire``: ``json`` or ``arrow`` pages over HTTP (default: Arrow when pyarrow is there).
+        #: ``token``: the read token of a workflow with a secret, for the repository and the publishers (pan.auth).
         self.fetcher = PageFetcher(
             stream, page_size=page_size, max_wait_ms=max_wait_ms, request_timeout_s=request_timeout_s,
-            local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire,
+            local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire, token=token,
         )
+        self.token = token
         self._session = session
         self._owns_session = session is None
         self._repository: RepositoryClient | None = None  # made on the first lookup, on this subscriber's session
@@ -227,7 +230,7 @@ class StreamSubscriber:
         assert self._session is not None, "call start() first"
         if self._repository is None:
             self._repository = RepositoryClient(
-                self.repository, session=self._session, timeout_s=self.request_timeout_s
+                self.repository, session=self._session, timeout_s=self.request_timeout_s, token=self.token
             )
         try:
             return await self._repository.lookup(
@@ -237,6 +240,9 @@ class StreamSubscriber:
             self.stats.errors += 1
             log.debug("%s: %s", self.stream, exc)
         except NoPublisher as exc:
+            if exc.status in (401, 403):  # asking again will not help
+                raise SubscriberError(f"{self.stream}: repository {self._repository.address} refused the lookup: "
+                                      f"{exc}") from None
             if exc.status == 404:
                 self.state.nobody_publishes()  # those that failed may be back; try everyone again next time
             log.debug("%s: %s", self.stream, exc)

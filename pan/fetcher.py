@@ -24,6 +24,7 @@ import aiohttp
 import orjson
 
 from pan import arrow_pages
+from pan.auth import bearer
 from pan.local import DataFunction, LocalPublishers
 from pan.repository_client import BadAnswer, Source
 from pan.web import BadRequest, NotFound
@@ -60,8 +61,10 @@ class PageFetcher:
         wake_on_meta: bool,
         hold: str | None,
         wire: Wire | None = None,
+        token: str | None = None,
     ) -> None:
-        """``wire``: the page format asked for over HTTP (default: ``default_wire()``)."""
+        """``wire``: the page format asked for over HTTP (default: ``default_wire()``); ``token``: the read token
+        of a workflow with a secret (pan.auth)."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -72,7 +75,7 @@ class PageFetcher:
         self.wire: Wire = default_wire() if wire is None else wire
         if self.wire == "arrow" and not arrow_pages.available():
             raise ValueError("Arrow pages need pyarrow (pip install 'pan[arrow]')")
-        self._headers = {"Accept": ACCEPT[self.wire]}
+        self._headers = {"Accept": ACCEPT[self.wire], **bearer(token)}
 
     def is_local(self, source: Source) -> bool:
         """``source`` answers in this process, without HTTP."""
@@ -105,6 +108,8 @@ class PageFetcher:
             body = await response.read()
         if response.status == 400:
             raise SubscriberError(f"{source.endpoint} rejected the fetch: {body[:200]!r}")
+        if response.status in (401, 403):  # every publisher of the workflow shares the secret: failing over is no use
+            raise SubscriberError(f"{source.endpoint} refused to serve: {_error_text(body)}")
         if response.status != 200:
             raise ValueError(f"{source.endpoint} answered HTTP {response.status}")
         if response.content_type == arrow_pages.ARROW_TYPE:
@@ -123,6 +128,15 @@ class PageFetcher:
             raise ValueError(f"{source.endpoint}: {exc.message}") from None
         except BadRequest as exc:
             raise SubscriberError(f"{source.endpoint} rejected the fetch: {exc.message}") from None
+
+
+def _error_text(body: bytes) -> str:
+    """The message of a PAN error answer, else its first bytes."""
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return repr(body[:200])
+    return str(answer.get("error", answer))[:200] if isinstance(answer, dict) else repr(body[:200])
 
 
 def _arrow_page(body: bytes) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from pan.auth import SecretSource
 from pan.lifeline import Lifeline
 from pan.specs import Workflow
 
@@ -46,6 +47,16 @@ def is_local_host(host: str) -> bool:
     return False
 
 
+def is_loopback(host: str) -> bool:
+    """True if only this machine can reach ``host`` (``localhost``, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def repository_alive(host: str, port: int, timeout_s: float = 0.5) -> bool:
     try:
         with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=timeout_s) as response:
@@ -59,6 +70,14 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     reported: bool = False
+
+
+def secret_arguments(auth: SecretSource | None) -> list[str]:
+    """``pan repository``'s options that name the workflow's secret (the secret itself never goes on a
+    command line, where other users of the machine could read it)."""
+    if auth is None:
+        return []
+    return ["--secret-file", str(auth.file)] if auth.file is not None else ["--secret-env", str(auth.env)]
 
 
 class Launcher:
@@ -77,7 +96,8 @@ class Launcher:
     def start(self) -> None:
         repo = self.workflow.repository
         if is_local_host(repo.host) and not repository_alive(repo.host, repo.port):
-            self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port)])
+            self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port),
+                                       *secret_arguments(self.workflow.auth)])
             self._wait_for_repository()
         for peer in self.peers:
             self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer])

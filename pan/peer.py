@@ -8,6 +8,7 @@ import logging
 import signal
 
 from pan import eventloop
+from pan.auth import AuthError
 from pan.local import LocalPublishers
 from pan.specs import Workflow
 from pan.worker import Worker
@@ -20,11 +21,12 @@ async def serve_peer(workflow: Workflow, peer: str, stop: asyncio.Event) -> None
     specs = workflow.peers().get(peer)
     if not specs:
         raise ValueError(f"workflow '{workflow.name}' has no peer named '{peer}'")
+    credentials = None if workflow.auth is None else workflow.auth.load()
     started: list[Worker] = []
     local = LocalPublishers()  # the peer's workers pull from each other without HTTP
     try:
         for spec in specs:
-            worker = Worker(spec, workflow.repository, local=local)
+            worker = Worker(spec, workflow.repository, local=local, credentials=credentials)
             await worker.start()
             started.append(worker)
         # The ring buffers' slot lists hold millions of references. Left to the cyclic garbage
@@ -50,7 +52,7 @@ def run_peer(workflow: Workflow, peer: str) -> int:
 
     try:
         eventloop.run(main())
-    except OSError as exc:
+    except (OSError, AuthError) as exc:
         log.error("peer %s failed to start: %s", peer, exc)
         return 1
     return 0

@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from pan.auth import Credentials, Gate
 from pan.metrics import MetricsText
 from pan.web import (
     BadRequest,
@@ -363,6 +364,10 @@ def _post_params(body: dict[str, Any]) -> dict[str, str]:
 # --- the server -------------------------------------------------------------------------------
 
 
+#: The routes that change the registry: with a secret, only signed requests reach them.
+SIGNED_PATHS = frozenset({"/publish", "/unpublish"})
+
+
 class RepositoryServer:
     """aiohttp front end for the Registry (DESIGN §4, "Repository")."""
 
@@ -375,11 +380,15 @@ class RepositoryServer:
         limits: RegistryLimits | None = None,
         http: HttpLimits | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
+        credentials: Credentials | None = None,
     ) -> None:
+        """``credentials``: the workflow's secret; with it, ``/publish`` and ``/unpublish`` must be signed and
+        every other route but ``/health`` needs the read token (pan.auth)."""
         self.registry = Registry(limits)
         self.refused: Counter[str] = Counter()  # registrations refused by RegistryLimits, by reason
         self._rng = random.Random(seed)
-        app = make_app(max_body_bytes=max_body_bytes)
+        self.gate = None if credentials is None else Gate(credentials, signed_paths=SIGNED_PATHS)
+        app = make_app(max_body_bytes=max_body_bytes, gate=self.gate)
         app.add_routes(
             [
                 web.get("/publish", self.handle_publish),

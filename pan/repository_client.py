@@ -23,6 +23,7 @@ import aiohttp
 import orjson
 import yarl
 
+from pan.auth import Credentials, bearer
 from pan.repository import MAX_PAGE_STREAMS
 from pan.web import is_host
 
@@ -149,9 +150,15 @@ class RepositoryClient:
         *,
         session: aiohttp.ClientSession | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        credentials: Credentials | None = None,
+        token: str | None = None,
     ) -> None:
+        """``credentials`` sign ``publish`` and ``unpublish`` (and give the read token); ``token`` alone lets a
+        reader look up publishers of a repository that needs one (pan.auth)."""
         self.host, self.port = parse_address(address)
         self.timeout_s = timeout_s
+        self.credentials = credentials
+        self._read_headers = bearer(credentials.read_token if credentials is not None else token)
         self._session = session
         self._owns_session = session is None
 
@@ -174,15 +181,25 @@ class RepositoryClient:
 
     async def publish(self, registration: Registration) -> bool:
         """Register (or refresh) every stream of ``registration`` in one ``POST /publish``; False on failure."""
-        return await self._ok("POST", "/publish", data=orjson.dumps(registration.as_json()))
+        body = orjson.dumps(registration.as_json())
+        return await self._ok("POST", "/publish", data=body, headers=self._signed("POST", "/publish", body=body))
 
     async def unpublish(self, registration: Registration) -> bool:
         """Remove the registration, one ``/unpublish`` per stream; False if any failed."""
         base = {"h": registration.host, "p": str(registration.port)}
-        done = await asyncio.gather(
-            *(self._ok("GET", "/unpublish", params={"s": name, **base}) for name in registration.streams)
-        )
+        requests = [{"s": name, **base} for name in registration.streams]
+        done = await asyncio.gather(*(
+            self._ok("GET", "/unpublish", params=params, headers=self._signed("GET", "/unpublish", params))
+            for params in requests
+        ))
         return all(done)
+
+    def _signed(self, method: str, path: str, params: dict[str, str] | None = None,
+                body: bytes = b"") -> dict[str, str]:
+        """The signature headers of a control request (none without credentials)."""
+        if self.credentials is None:
+            return {}
+        return self.credentials.signed_headers(method, path, params, body)
 
     async def lookup(
         self, stream: str, *, norep: bool = False, below_level: int | None = None, exclude: Iterable[str] = ()
@@ -261,7 +278,8 @@ class RepositoryClient:
         """Status and decoded body of a GET; ``RepositoryUnavailable`` if there is none."""
         try:
             async with self._client().get(
-                http_url(self.host, self.port, path), params=params, timeout=aiohttp.ClientTimeout(total=self.timeout_s)
+                http_url(self.host, self.port, path), params=params, headers=self._read_headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
             ) as response:
                 return response.status, orjson.loads(await response.read())
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:

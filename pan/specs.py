@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pan.auth import SecretSource
 from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE
 
 DEFAULT_REFRESH_MS = 2000
@@ -53,6 +54,8 @@ class Workflow:
     repository: RepositorySpec
     workers: list[WorkerSpec]
     source: str = "workflow"
+    #: Where the secret that closes the repository and the workers lives (pan.auth); None: open, as before.
+    auth: SecretSource | None = None
 
     def peers(self) -> dict[str, list[WorkerSpec]]:
         grouped: dict[str, list[WorkerSpec]] = {}

@@ -28,6 +28,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
+from pan.auth import AuthError, Gate
 from pan.metrics import MetricsText
 from pan.ratelimit import RateLimitedLog
 
@@ -139,6 +140,7 @@ class HttpStats:
 
 
 _STATS = web.AppKey("pan_http_stats", HttpStats)
+_GATE = web.AppKey("pan_http_gate", Gate)
 
 
 def http_stats(app: web.Application) -> HttpStats:
@@ -216,11 +218,31 @@ async def error_middleware(
         return error_response("internal error", 500)
 
 
-def make_app(*, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> web.Application:
-    """An app with the JSON error contract; bodies over ``max_body_bytes`` are refused with 413."""
-    app = web.Application(middlewares=[error_middleware], client_max_size=max_body_bytes)
+def auth_middleware(gate: Gate) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """Requests ``gate`` refuses end here with 401 or 403, in the JSON error contract."""
+
+    @web.middleware
+    async def check(request: web.Request,
+                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        body = await request.read() if request.body_exists else b""
+        try:
+            gate.check(request.method, request.path, request.query.items(), body, request.headers)
+        except AuthError as exc:
+            raise BadRequest(exc.message, exc.status) from None
+        return await handler(request)
+
+    return check
+
+
+def make_app(*, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, gate: Gate | None = None) -> web.Application:
+    """An app with the JSON error contract; bodies over ``max_body_bytes`` are refused with 413. With a ``gate``,
+    only requests it lets through reach a handler (pan.auth)."""
+    middlewares = [error_middleware] if gate is None else [error_middleware, auth_middleware(gate)]
+    app = web.Application(middlewares=middlewares, client_max_size=max_body_bytes)
     app[_MAX_BODY] = max_body_bytes
     app[_STATS] = HttpStats()
+    if gate is not None:
+        app[_GATE] = gate
     return app
 
 
@@ -536,6 +558,10 @@ def add_http_metrics(metrics: MetricsText, server: HttpServer) -> None:
     metrics.add("pan_http_header_timeouts_total", stats.header_timeouts, "counter")
     metrics.add("pan_http_body_timeouts_total", stats.body_timeouts, "counter")
     metrics.add("pan_http_open_connections", stats.open_connections)
+    gate = server.app.get(_GATE)
+    if gate is not None:
+        for reason, count in sorted(gate.refused.items()):
+            metrics.add("pan_auth_refused_total", count, "counter", reason=reason)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 
+from pan.auth import Credentials
 from pan.catalog import get_component_type
 from pan.channel import InputChannel
 from pan.client import StreamSubscriber
@@ -57,13 +58,17 @@ class Worker:
         *,
         epoch: str | None = None,
         local: LocalPublishers | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
+        """``credentials``: the workflow's secret, if it has one (pan.auth): the API then needs the read token, the
+        lease is signed and the pulls show the token."""
         component_type = get_component_type(spec.type)
         if component_type is None:
             raise ValueError(f"unknown worker type {spec.type!r}")
         self.spec = spec
         self.repository = repository
         self.local = local  # this peer's directory of in-process publishers, if any
+        self.credentials = credentials
         self.epoch = epoch or uuid.uuid4().hex[:16]
         self.log = logging.getLogger(f"pan.worker.{spec.name}")
         self.level = component_type.repeater_level(spec)
@@ -104,7 +109,8 @@ class Worker:
             tuple(self.outputs), self.spec.host, self.server.port, self.rep, self.level, 3 * self.repository.refresh_ms
         )
         client = RepositoryClient(
-            (self.repository.host, self.repository.port), session=self._session, timeout_s=REPOSITORY_TIMEOUT_S
+            (self.repository.host, self.repository.port), session=self._session, timeout_s=REPOSITORY_TIMEOUT_S,
+            credentials=self.credentials,
         )
         self.lease = Lease(client, registration, self.repository.refresh_ms / 1000, self.log)
         await self.lease.publish()
@@ -171,6 +177,7 @@ class Worker:
             session=self._session,
             local=self.local,
             wake_on_meta=True,  # K notices and watermarks must reach this worker's ordering unit at once
+            token=None if self.credentials is None else self.credentials.read_token,
         )
 
 

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from pan import arrow_pages
 from pan.accept import choose
+from pan.auth import Gate
 from pan.metrics import MetricsText
 from pan.web import (
     JSON_TYPE,
@@ -53,7 +54,9 @@ class WorkerApi:
         #: Answer ``/data`` in Arrow to readers that ask for it (default: when pyarrow is there and
         #: ``PAN_WIRE`` is not ``json``); False makes this worker an older, JSON-only peer.
         self.arrow = arrow_pages.enabled() if arrow is None else arrow
-        self.app = make_app()
+        #: With the workflow's secret, every route but ``/health`` needs the read token (pan.auth).
+        self.gate = None if worker.credentials is None else Gate(worker.credentials)
+        self.app = make_app(gate=self.gate)
         self.app.add_routes(
             [
                 web.get("/data", self.handle_data),

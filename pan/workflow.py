@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from pan.auth import SecretSource
 from pan.catalog import get_component_type
 from pan.decoders import claiming_decoder
 from pan.specs import DEFAULT_REFRESH_MS, RepositorySpec, WorkerSpec, Workflow, WorkflowError
@@ -32,7 +33,8 @@ log = logging.getLogger(__name__)
 __all__ = ["RepositorySpec", "WorkerSpec", "Workflow", "WorkflowError", "load_workflow", "on_free_ports",
            "parse_workflow"]
 
-TOP_KEYS = {"name", "description", "repository", "workers"}
+TOP_KEYS = {"name", "description", "repository", "workers", "auth"}
+AUTH_KEYS = {"secret_file", "secret_env"}
 REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
 WORKER_REQUIRED = ("name", "type", "host", "port")
 WORKER_KEYS = set(WORKER_REQUIRED) | {"peer", "inputs", "buffer_size", "buffer_bytes", "params"}
@@ -72,7 +74,10 @@ def load_workflow(path: str | Path) -> Workflow:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise WorkflowError([f"bad JSON: {exc}"], source) from None
-    return parse_workflow(data, source)
+    workflow = parse_workflow(data, source)
+    if workflow.auth is not None and workflow.auth.file is not None and not workflow.auth.file.is_absolute():
+        workflow.auth = SecretSource(file=Path(path).resolve().parent / workflow.auth.file)
+    return workflow
 
 
 def parse_workflow(data: object, source: str = "workflow") -> Workflow:
@@ -175,7 +180,22 @@ class _Parser:
             self.bad("workflow", "key 'workers' must be a non-empty array of worker objects")
             return None
         workers = [w for n, raw in enumerate(workers_raw) if (w := self.worker(n, raw)) is not None]
-        return Workflow(name, repository, workers)
+        return Workflow(name, repository, workers, auth=self.auth(data["auth"]) if "auth" in data else None)
+
+    def auth(self, raw: object) -> SecretSource | None:
+        """Where the secret lives: exactly one of a file or an environment variable; never the secret itself."""
+        if not isinstance(raw, dict):
+            self.bad("auth", f"must be an object, got {_type_name(raw)}")
+            return None
+        self.unknown_keys("auth", raw, AUTH_KEYS)
+        given = sorted(AUTH_KEYS & set(raw))
+        if len(given) != 1:
+            self.bad("auth", "give exactly one of 'secret_file' (a path) or 'secret_env' (a variable's name)")
+            return None
+        value = self.string("auth", raw, given[0], required=True)
+        if not value:
+            return None
+        return SecretSource(file=Path(value)) if given[0] == "secret_file" else SecretSource(env=value)
 
     def repository(self, raw: object) -> RepositorySpec:
         if not isinstance(raw, dict):

@@ -5,21 +5,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
+from pathlib import Path
 
 import orjson
 
 from pan import arrow_pages, eventloop
-from pan.client import StreamSubscriber
+from pan.auth import AuthError, SecretSource
+from pan.client import StreamSubscriber, SubscriberError
 from pan.fetcher import default_wire
-from pan.launcher import Launcher
+from pan.launcher import Launcher, is_loopback
 from pan.lifeline import die_with_launcher
 from pan.peer import run_peer
 from pan.repository import DEFAULT_PORT, RepositoryServer
 from pan.repository_client import parse_address
 from pan.specs import Workflow, WorkflowError
 from pan.workflow import load_workflow
+
+TOKEN_ENV = "PAN_TOKEN"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,7 +35,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser("repository", help="run the publish/subscribe repository")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    secret = p.add_mutually_exclusive_group()
+    secret.add_argument("--secret-file", metavar="PATH",
+                        help="the workflow's secret: publish/unpublish must be signed, reads need the read token")
+    secret.add_argument("--secret-env", metavar="NAME", help="as --secret-file, from this environment variable")
     p.set_defaults(handler=cmd_repository)
+
+    p = subparsers.add_parser("token", help="print the read token of a workflow with a secret (for readers)")
+    p.add_argument("workflow")
+    p.set_defaults(handler=cmd_token)
 
     p = subparsers.add_parser("run", help="start a workflow: the repository if local, and its peers")
     p.add_argument("workflow")
@@ -60,6 +73,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="page format on the wire (default: json, or arrow with PAN_WIRE=arrow); "
         "the output is JSON lines either way",
     )
+    p.add_argument("--token-file", metavar="PATH",
+                   help=f"the read token of a workflow with a secret (`pan token`; default: ${TOKEN_ENV})")
     p.set_defaults(handler=cmd_subscribe)
 
 
@@ -83,6 +98,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_repository(args: argparse.Namespace) -> int:
     die_with_launcher()  # started by `pan run`: stop when it is gone, even if it was SIGKILLed
+    source = SecretSource(file=Path(args.secret_file)) if args.secret_file else (
+        SecretSource(env=args.secret_env) if args.secret_env else None)
+    try:
+        credentials = None if source is None else source.load()
+    except AuthError as exc:
+        print(f"pan repository: {exc}", file=sys.stderr)
+        return 2
+    if credentials is None:
+        warn_if_open([args.host], "pan repository")
 
     async def main() -> None:
         # Handlers go in before the banner: whoever reads the banner may signal at once.
@@ -90,7 +114,7 @@ def cmd_repository(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        server = RepositoryServer(args.host, args.port)
+        server = RepositoryServer(args.host, args.port, credentials=credentials)
         await server.start()
         print(f"repository listening on {args.host}:{server.port} ({eventloop.running_loop_name()})", file=sys.stderr,
               flush=True)
@@ -108,6 +132,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     workflow = _load(args.workflow)
     if workflow is None:
         return 1
+    if workflow.auth is None:
+        warn_if_open([workflow.repository.host, *(w.host for w in workflow.workers)], "pan run")
+    else:
+        try:
+            workflow.auth.load()  # before anything starts: one clear line rather than every child failing
+        except AuthError as exc:
+            print(f"pan run: {exc}", file=sys.stderr)
+            return 2
     try:
         launcher = Launcher(args.workflow, workflow, args.peer)
     except ValueError as exc:
@@ -124,6 +156,37 @@ def cmd_peer(args: argparse.Namespace) -> int:
     return run_peer(workflow, args.name)
 
 
+def warn_if_open(hosts: list[str], command: str) -> None:
+    """Anyone who reaches a non-loopback address may publish, unpublish and read: say so."""
+    exposed = sorted({h for h in hosts if not is_loopback(h)})
+    if exposed:
+        print(f"{command}: warning: binding {', '.join(exposed)} without a secret: anyone who can reach "
+              "it may publish, unpublish and read streams (give the workflow an \"auth\" secret)",
+              file=sys.stderr, flush=True)
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    workflow = _load(args.workflow)
+    if workflow is None:
+        return 1
+    if workflow.auth is None:
+        print(f"pan token: {args.workflow} has no \"auth\" secret: its streams need no token", file=sys.stderr)
+        return 2
+    try:
+        print(workflow.auth.load().read_token)
+    except AuthError as exc:
+        print(f"pan token: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def read_token(path: str | None) -> str | None:
+    """The token from ``--token-file``, else ``$PAN_TOKEN``, else None (``OSError`` if the file cannot be read)."""
+    if path is not None:
+        return Path(path).read_text().strip() or None
+    return os.environ.get(TOKEN_ENV, "").strip() or None
+
+
 def cmd_subscribe(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         print("pan subscribe: --count must be >= 1", file=sys.stderr)
@@ -137,6 +200,11 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         print("pan subscribe: --format arrow needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
         return 2
     wire = args.format or default_wire()
+    try:
+        token = read_token(args.token_file)
+    except OSError as exc:
+        print(f"pan subscribe: --token-file: {exc.strerror or exc}", file=sys.stderr)
+        return 2
 
     async def main() -> None:
         out = sys.stdout.buffer
@@ -151,6 +219,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             norep=args.norep,
             gaps=args.gaps == "write",
             wire=wire,
+            token=token,
         ) as subscriber:
             async for batch in subscriber.batches():
                 lines = []
@@ -166,5 +235,9 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                     return
 
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
-        eventloop.run(main())
+        try:
+            eventloop.run(main())
+        except SubscriberError as exc:
+            print(f"pan subscribe: {exc}", file=sys.stderr)
+            return 1
     return 0
