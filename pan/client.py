@@ -29,7 +29,7 @@ It adds the loop between them and the repository lookup.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import aiohttp
@@ -39,12 +39,13 @@ from pan.local import LocalPublishers
 from pan.progress import StreamProgress
 from pan.ratelimit import RateLimitedLog
 from pan.repository_client import (
+    Address,
     BadAnswer,
     NoPublisher,
     RepositoryClient,
     RepositoryUnavailable,
     Source,
-    parse_address,
+    parse_addresses,
 )
 from pan.subscription import LAGGING_FETCHES_BEFORE_SWITCH, Fetch, Reset, SubscriberStats, SubscriptionState, log
 
@@ -67,7 +68,7 @@ class StreamSubscriber:
     def __init__(
         self,
         stream: str,
-        repository: str | tuple[str, int],
+        repository: Address | Sequence[Address],
         *,
         start: Reset | int = "earliest",
         reset: Reset = "earliest",
@@ -87,7 +88,9 @@ class StreamSubscriber:
         token: str | None = None,
     ) -> None:
         self.stream = stream
-        self.repository = parse_address(repository)
+        #: Every repository of the workflow: lookups go to one, and to the next when it fails or knows nobody.
+        self.repositories = parse_addresses(repository)
+        self.repository = self.repositories[0]
         self.request_timeout_s = request_timeout_s
         self.norep = norep
         self.below_level = below_level
@@ -106,7 +109,8 @@ class StreamSubscriber:
         self.token = token
         self._session = session
         self._owns_session = session is None
-        self._repository: RepositoryClient | None = None  # made on the first lookup, on this subscriber's session
+        self._repository_clients: list[RepositoryClient] = []  # made on the first lookup, on this subscriber's session
+        self._asked = 0  # the repository asked first
         #: ``batches()`` and iteration also yield ``{"gap": {"from": i, "to": j}}`` (first and last missed
         #: index) where tuples were missed, and ``{"reset": {...}}`` where the reset policy was applied.
         self.gap_markers = gaps
@@ -164,7 +168,7 @@ class StreamSubscriber:
         if self._owns_session and self._session is not None:
             await self._session.close()
         self._session = None
-        self._repository = None
+        self._repository_clients = []
 
     async def __aenter__(self) -> StreamSubscriber:
         await self.start()
@@ -226,31 +230,47 @@ class StreamSubscriber:
     # --- publisher lookup ---------------------------------------------------------
 
     async def _lookup(self) -> Source | None:
-        """Ask the repository for a publisher, avoiding the ones that just failed."""
+        """Ask the repositories for a publisher, avoiding the ones that just failed.
+
+        The first repository that answers with a publisher wins; one that is down or knows nobody
+        (it may have restarted empty) hands over to the next, starting from the last one that answered.
+        """
         assert self._session is not None, "call start() first"
-        if self._repository is None:
-            self._repository = RepositoryClient(
-                self.repository, session=self._session, timeout_s=self.request_timeout_s, token=self.token
-            )
-        try:
-            return await self._repository.lookup(
-                self.stream, norep=self.norep, below_level=self.below_level, exclude=self.state.excluded()
-            )
-        except RepositoryUnavailable as exc:
-            self.stats.errors += 1
-            log.debug("%s: %s", self.stream, exc)
-        except NoPublisher as exc:
-            if exc.status in (401, 403):  # asking again will not help
-                raise SubscriberError(f"{self.stream}: repository {self._repository.address} refused the lookup: "
-                                      f"{exc}") from None
-            if exc.status == 404:
-                self.state.nobody_publishes()  # those that failed may be back; try everyone again next time
-            log.debug("%s: %s", self.stream, exc)
-        except BadAnswer as exc:
-            self.stats.errors += 1
-            self.stats.bad_sources += 1
-            self._bad_source_log.warning(
-                "%s: repository %s named an unusable publisher (%s); looking again",
-                self.stream, self._repository.address, exc,
-            )
+        if not self._repository_clients:
+            self._repository_clients = [
+                RepositoryClient(address, session=self._session, timeout_s=self.request_timeout_s, token=self.token)
+                for address in self.repositories
+            ]
+        nobody = False
+        count = len(self._repository_clients)
+        for step in range(count):
+            n = (self._asked + step) % count
+            repository = self._repository_clients[n]
+            try:
+                source = await repository.lookup(
+                    self.stream, norep=self.norep, below_level=self.below_level, exclude=self.state.excluded()
+                )
+            except RepositoryUnavailable as exc:
+                self.stats.errors += 1
+                log.debug("%s: %s", self.stream, exc)
+                continue
+            except NoPublisher as exc:
+                if exc.status in (401, 403):  # asking again will not help
+                    raise SubscriberError(f"{self.stream}: repository {repository.address} refused the lookup: "
+                                          f"{exc}") from None
+                nobody = nobody or exc.status == 404
+                log.debug("%s: %s", self.stream, exc)
+                continue
+            except BadAnswer as exc:
+                self.stats.errors += 1
+                self.stats.bad_sources += 1
+                self._bad_source_log.warning(
+                    "%s: repository %s named an unusable publisher (%s); looking again",
+                    self.stream, repository.address, exc,
+                )
+                continue
+            self._asked = n
+            return source
+        if nobody:
+            self.state.nobody_publishes()  # those that failed may be back; try everyone again next time
         return None

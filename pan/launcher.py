@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pan.auth import SecretSource
 from pan.lifeline import Lifeline
-from pan.specs import Workflow
+from pan.specs import RepositorySpec, Workflow
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +94,13 @@ class Launcher:
         self._lifeline: Lifeline | None = None
 
     def start(self) -> None:
-        repo = self.workflow.repository
-        if is_local_host(repo.host) and not repository_alive(repo.host, repo.port):
-            self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port),
-                                       *secret_arguments(self.workflow.auth)])
-            self._wait_for_repository()
+        repositories = self.workflow.repositories
+        for repo in repositories:
+            if is_local_host(repo.host) and not repository_alive(repo.host, repo.port):
+                replicas = [f"--replica={r.address}" for r in repositories if r is not repo]
+                self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port), *replicas,
+                                           *secret_arguments(self.workflow.auth)])
+                self._wait_for_repository(repo)
         for peer in self.peers:
             self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer])
 
@@ -110,8 +112,7 @@ class Launcher:
         self.children.append(Child(name, process))
         log.info("started %s (pid %d)", name, process.pid)
 
-    def _wait_for_repository(self) -> None:
-        repo = self.workflow.repository
+    def _wait_for_repository(self, repo: RepositorySpec) -> None:
         deadline = time.monotonic() + REPOSITORY_STARTUP_S
         while time.monotonic() < deadline:
             if repository_alive(repo.host, repo.port):

@@ -26,7 +26,8 @@ async def serve_peer(workflow: Workflow, peer: str, stop: asyncio.Event) -> None
     local = LocalPublishers()  # the peer's workers pull from each other without HTTP
     try:
         for spec in specs:
-            worker = Worker(spec, workflow.repository, local=local, credentials=credentials)
+            worker = Worker(spec, workflow.repository, local=local, credentials=credentials,
+                            replicas=workflow.replicas)
             await worker.start()
             started.append(worker)
         # The ring buffers' slot lists hold millions of references. Left to the cyclic garbage

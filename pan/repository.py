@@ -16,15 +16,18 @@ entries off a heap, so no request walks the whole registry.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
 import heapq
 import html
 import itertools
+import logging
 import random
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +36,7 @@ from aiohttp import web
 
 from pan.auth import Credentials, Gate
 from pan.metrics import MetricsText
+from pan.repository_client import MAX_PAGE_STREAMS, RepositoryClient, RepositoryUnavailable
 from pan.web import (
     BadRequest,
     HttpLimits,
@@ -57,7 +61,6 @@ MAX_STREAM_NAME_CHARS = 256
 MAX_EXCLUDED = 1000
 #: Streams per `/streams` or `/debug` page unless ``limit`` says otherwise (a full game has ~450).
 DEFAULT_PAGE_STREAMS = 1000
-MAX_PAGE_STREAMS = 10_000
 #: Due lease entries a request sweeps off the expiry heap (besides the streams it looks up itself).
 SWEEP_STEPS = 256
 #: Largest `POST /publish` body: 10,000 names of ~100 bytes.
@@ -100,8 +103,12 @@ class Publisher:
     def endpoint(self) -> Endpoint:
         return (self.host, self.port)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "port": self.port, "rep": self.rep, "lvl": self.lvl}
+    def as_dict(self, now: float | None = None) -> dict[str, Any]:
+        """The `/streams` entry; with ``now``, also the lease left (ms) at that time."""
+        entry: dict[str, Any] = {"host": self.host, "port": self.port, "rep": self.rep, "lvl": self.lvl}
+        if now is not None:
+            entry["lease_ms"] = max(0, int((self.expires_at - now) * 1000))
+        return entry
 
 
 class Registry:
@@ -124,6 +131,10 @@ class Registry:
         self._count = 0
         self._names: list[str] | None = None  # sorted; may hold removed names, skipped while paging
         self._removed_names = 0
+
+    def now(self) -> float:
+        """The registry's clock (leases expire on it)."""
+        return self._clock()
 
     def __len__(self) -> int:
         """Registrations, counting expired ones not swept yet."""
@@ -180,6 +191,14 @@ class Registry:
     def _new_for(self, endpoint: Endpoint, names: list[str]) -> int:
         mine = self._by_publisher.get(endpoint, set())
         return sum(1 for name in names if name not in mine)
+
+    def adopt(self, stream: str, host: str, port: int, rep: bool, lvl: int, lease_ms: int) -> bool:
+        """Take a registration a replica holds, unless this registry's own lease of it runs longer; True if taken."""
+        held = self._streams.get(stream, {}).get((host, port))
+        if held is not None and held.expires_at >= self._clock() + lease_ms / 1000:
+            return False
+        self.publish([stream], host, port, rep, lvl, lease_ms)
+        return True
 
     def unpublish(self, stream: str, host: str, port: int) -> bool:
         """Drop a registration; False if there was none (or only an expired one)."""
@@ -364,6 +383,12 @@ def _post_params(body: dict[str, Any]) -> dict[str, str]:
 # --- the server -------------------------------------------------------------------------------
 
 
+log = logging.getLogger(__name__)
+
+DEFAULT_FILL_WITHIN_S = 10.0
+FILL_TIMEOUT_S = 5.0
+FILL_RETRY_S = 0.5
+
 #: The routes that change the registry: with a secret, only signed requests reach them.
 SIGNED_PATHS = frozenset({"/publish", "/unpublish"})
 
@@ -381,13 +406,22 @@ class RepositoryServer:
         http: HttpLimits | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
         credentials: Credentials | None = None,
+        replicas: Sequence[tuple[str, int]] = (),
+        fill_within_s: float = DEFAULT_FILL_WITHIN_S,
     ) -> None:
         """``credentials``: the workflow's secret; with it, ``/publish`` and ``/unpublish`` must be signed and
-        every other route but ``/health`` needs the read token (pan.auth)."""
+        every other route but ``/health`` needs the read token (pan.auth). ``replicas``: the workflow's other
+        repositories, whose registrations this one adopts when it starts (trying for ``fill_within_s``), so that
+        a new or restarted replica is whole at once rather than after the publishers' next refresh."""
         self.registry = Registry(limits)
         self.refused: Counter[str] = Counter()  # registrations refused by RegistryLimits, by reason
         self._rng = random.Random(seed)
         self.gate = None if credentials is None else Gate(credentials, signed_paths=SIGNED_PATHS)
+        self.credentials = credentials
+        self.replicas = list(replicas)
+        self.fill_within_s = fill_within_s
+        self.adopted = 0  # registrations taken from replicas at start
+        self._fill: asyncio.Task[None] | None = None
         app = make_app(max_body_bytes=max_body_bytes, gate=self.gate)
         app.add_routes(
             [
@@ -409,9 +443,43 @@ class RepositoryServer:
 
     async def start(self) -> None:
         await self.server.start()
+        if self.replicas:
+            self._fill = asyncio.create_task(self._fill_from_replicas(), name="repository: fill from replicas")
 
     async def stop(self) -> None:
+        if self._fill is not None:
+            self._fill.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._fill
+            self._fill = None
         await self.server.stop()
+
+    async def _fill_from_replicas(self) -> None:
+        """Adopt what the first replica that answers holds; none answering within ``fill_within_s`` is fine
+        (this is the first repository up, or the others are down): publishers' refreshes fill it anyway."""
+        deadline = time.monotonic() + self.fill_within_s
+        while time.monotonic() < deadline:
+            for address in self.replicas:
+                async with RepositoryClient(address, credentials=self.credentials, timeout_s=FILL_TIMEOUT_S) as peer:
+                    try:
+                        streams = await peer.streams(leases=True)
+                    except RepositoryUnavailable as exc:
+                        log.debug("replica %s:%d: %s", *address, exc)
+                        continue
+                for stream, publishers in streams.items():
+                    for pub in publishers:
+                        self.adopted += self._adopt(stream, pub)
+                log.info("adopted %d registrations from replica %s:%d", self.adopted, *address)
+                return
+            await asyncio.sleep(FILL_RETRY_S)
+
+    def _adopt(self, stream: str, pub: Mapping[str, Any]) -> bool:
+        try:
+            return self.registry.adopt(stream, check_host(pub.get("host")), int(pub["port"]), bool(pub["rep"]),
+                                       int(pub["lvl"]), min(int(pub["lease_ms"]), self.registry.limits.max_lease_ms))
+        except (BadRequest, KeyError, TypeError, ValueError, LimitExceeded) as exc:
+            log.debug("not adopted: %s %r: %s", stream, pub, exc)
+            return False
 
     async def handle_publish(self, request: web.Request) -> web.Response:
         stream = check_stream(query_str(request.query, "s", required=True))
@@ -501,7 +569,9 @@ class RepositoryServer:
     async def handle_streams(self, request: web.Request) -> web.Response:
         """One page of the registry; ``next`` is the ``after`` of the following page, null on the last."""
         rows, cursor = self._page(request.query)
-        return json_response({"streams": {name: [p.as_dict() for p in pubs] for name, pubs in rows}, "next": cursor})
+        now = self.registry.now() if query_bool(request.query, "leases") else None
+        return json_response({"streams": {name: [p.as_dict(now) for p in pubs] for name, pubs in rows},
+                              "next": cursor})
 
     async def handle_debug(self, request: web.Request) -> web.Response:
         page, cursor = self._page(request.query)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,12 +24,13 @@ import orjson
 import yarl
 
 from pan.auth import Credentials, bearer
-from pan.repository import MAX_PAGE_STREAMS
 from pan.web import is_host
 
 DEFAULT_TIMEOUT_S = 2.0
 WAIT_INTERVAL_S = 0.2  # how often ``wait_for_publishers`` asks again
 
+#: Most streams one `/streams` page may hold (the repository refuses a larger ``limit``).
+MAX_PAGE_STREAMS = 10_000
 Publisher = dict[str, Any]  # one entry of a `/streams` answer: host, port, rep, lvl, ...
 
 
@@ -88,6 +89,22 @@ def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
     if not is_valid_port(port):
         raise ValueError(f"port {port!r} is not an integer in 1..65535")
     return host, port
+
+
+Address = str | tuple[str, int]
+
+
+def parse_addresses(repositories: Address | Sequence[Address]) -> list[tuple[str, int]]:
+    """One repository address or several: ``"H:P,H2:P2"``, a ``(host, port)`` tuple or a list of either."""
+    if isinstance(repositories, str):
+        parts: list[Address] = [part.strip() for part in repositories.split(",")]
+    elif isinstance(repositories, tuple) and len(repositories) == 2 and isinstance(repositories[1], int):
+        parts = [repositories]
+    else:
+        parts = list(repositories)
+    if not parts:
+        raise ValueError("no repository address given")
+    return [parse_address(part) for part in parts]
 
 
 @dataclass(slots=True)
@@ -222,12 +239,15 @@ class RepositoryClient:
             raise NoPublisher(status, body)
         return Source.from_answer(body)
 
-    async def streams(self, *, page: int = MAX_PAGE_STREAMS) -> dict[str, list[Publisher]]:
-        """Every registered stream and its publishers, following `/streams` pages."""
+    async def streams(self, *, page: int = MAX_PAGE_STREAMS, leases: bool = False) -> dict[str, list[Publisher]]:
+        """Every registered stream and its publishers, following `/streams` pages (``leases``: with the ms
+        left of each lease)."""
         streams: dict[str, list[Publisher]] = {}
         after: str | None = None
         while True:
             params = {"limit": str(page)} if after is None else {"limit": str(page), "after": after}
+            if leases:
+                params["leases"] = "true"
             status, body = await self._get_json("/streams", params)
             if status != 200 or not isinstance(body, dict) or not isinstance(body.get("streams"), dict):
                 raise RepositoryUnavailable(f"repository {self.address} answered /streams with {status}")
@@ -294,26 +314,36 @@ def _enough(listed: list[Publisher], publishers: int, producers: int, repeaters:
 class Lease:
     """A worker's registration, published at start and refreshed every ``refresh_s`` until released.
 
-    The repository keeps soft state: a repository that restarted empty is whole again after one
-    refresh, and an unreachable one is only logged (once per change) and tried again.
+    Published to every repository of the workflow (``client`` may be several): each one keeps soft
+    state, so a repository that restarted empty is whole again after one refresh, and an unreachable
+    one is only logged (once per change) and tried again, while the others serve.
     """
 
     def __init__(
-        self, client: RepositoryClient, registration: Registration, refresh_s: float, log: logging.Logger
+        self, client: RepositoryClient | Sequence[RepositoryClient], registration: Registration, refresh_s: float,
+        log: logging.Logger,
     ) -> None:
-        self.client = client
+        self.clients = [client] if isinstance(client, RepositoryClient) else list(client)
         self.registration = registration
         self.refresh_s = refresh_s
         self.log = log
-        self.reachable = True
+        self._reachable = dict.fromkeys(range(len(self.clients)), True)
+
+    @property
+    def reachable(self) -> bool:
+        """At least one repository took the latest refresh."""
+        return any(self._reachable.values())
 
     async def publish(self) -> None:
-        """Publish (or refresh) once."""
-        reachable = await self.client.publish(self.registration) if self.registration.streams else True
-        if reachable != self.reachable:
-            log = self.log.info if reachable else self.log.warning
-            log("repository %s %s", self.client.address, "reachable again" if reachable else "unreachable")
-        self.reachable = reachable
+        """Publish (or refresh) once, to every repository at the same time."""
+        if not self.registration.streams:
+            return
+        answers = await asyncio.gather(*(client.publish(self.registration) for client in self.clients))
+        for n, (client, reachable) in enumerate(zip(self.clients, answers, strict=True)):
+            if reachable != self._reachable[n]:
+                log = self.log.info if reachable else self.log.warning
+                log("repository %s %s", client.address, "reachable again" if reachable else "unreachable")
+            self._reachable[n] = reachable
 
     async def keep(self) -> None:
         """Refresh forever (the owner cancels it)."""
@@ -322,5 +352,5 @@ class Lease:
             await self.publish()
 
     async def release(self) -> None:
-        """Unpublish, so subscribers move on at once rather than when the lease runs out."""
-        await self.client.unpublish(self.registration)
+        """Unpublish everywhere, so subscribers move on at once rather than when the lease runs out."""
+        await asyncio.gather(*(client.unpublish(self.registration) for client in self.clients))

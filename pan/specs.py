@@ -56,6 +56,17 @@ class Workflow:
     source: str = "workflow"
     #: Where the secret that closes the repository and the workers lives (pan.auth); None: open, as before.
     auth: SecretSource | None = None
+    #: Further repositories beside ``repository``: publishers register with every one, subscribers ask any.
+    replicas: list[RepositorySpec] = field(default_factory=list)
+
+    @property
+    def repositories(self) -> list[RepositorySpec]:
+        """Every repository of the workflow, the first one first."""
+        return [self.repository, *self.replicas]
+
+    @property
+    def repository_addresses(self) -> list[tuple[str, int]]:
+        return [(r.host, r.port) for r in self.repositories]
 
     def peers(self) -> dict[str, list[WorkerSpec]]:
         grouped: dict[str, list[WorkerSpec]] = {}

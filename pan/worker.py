@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import aiohttp
@@ -59,14 +59,17 @@ class Worker:
         epoch: str | None = None,
         local: LocalPublishers | None = None,
         credentials: Credentials | None = None,
+        replicas: Sequence[RepositorySpec] = (),
     ) -> None:
         """``credentials``: the workflow's secret, if it has one (pan.auth): the API then needs the read token, the
-        lease is signed and the pulls show the token."""
+        lease is signed and the pulls show the token. ``replicas``: the workflow's further repositories, which
+        the lease also registers with and the pulls also ask."""
         component_type = get_component_type(spec.type)
         if component_type is None:
             raise ValueError(f"unknown worker type {spec.type!r}")
         self.spec = spec
         self.repository = repository
+        self.repositories = [(r.host, r.port) for r in (repository, *replicas)]
         self.local = local  # this peer's directory of in-process publishers, if any
         self.credentials = credentials
         self.epoch = epoch or uuid.uuid4().hex[:16]
@@ -108,11 +111,12 @@ class Worker:
         registration = Registration(
             tuple(self.outputs), self.spec.host, self.server.port, self.rep, self.level, 3 * self.repository.refresh_ms
         )
-        client = RepositoryClient(
-            (self.repository.host, self.repository.port), session=self._session, timeout_s=REPOSITORY_TIMEOUT_S,
-            credentials=self.credentials,
-        )
-        self.lease = Lease(client, registration, self.repository.refresh_ms / 1000, self.log)
+        clients = [
+            RepositoryClient(address, session=self._session, timeout_s=REPOSITORY_TIMEOUT_S,
+                             credentials=self.credentials)
+            for address in self.repositories
+        ]
+        self.lease = Lease(clients, registration, self.repository.refresh_ms / 1000, self.log)
         await self.lease.publish()
         self._tasks = asyncio.create_task(self._run_tasks(self.lease), name=f"{self.spec.name}: tasks")
         self.log.info("started %s on %s (epoch %s)", self.spec.type, self.endpoint, self.epoch)
@@ -167,7 +171,7 @@ class Worker:
         (and, for a repeater, only from publishers below its level)."""
         return StreamSubscriber(
             name,
-            (self.repository.host, self.repository.port),
+            self.repositories,
             start="earliest",
             reset="earliest",
             max_wait_ms=PULL_WAIT_MS,

@@ -169,10 +169,11 @@ class WorkerApi:
     async def handle_debug(self, request: web.Request) -> web.Response:
         worker = self.worker
         info = self.describe()
+        repositories = ", ".join(f"{host}:{port}" for host, port in worker.repositories)
         page = (
             f"<!doctype html><html><head><title>PAN worker {html.escape(worker.spec.name)}</title></head><body>"
             f"<h1>{html.escape(worker.spec.name)} ({html.escape(worker.spec.type)})</h1>"
-            f"<p>epoch {worker.epoch}, level {worker.level}, repository {worker.repository.address}</p>"
+            f"<p>epoch {worker.epoch}, level {worker.level}, repository {repositories}</p>"
             + _table("Inputs", info["inputs"])
             + _table("Outputs", info["outputs"])
             + f"<h2>Component</h2><pre>{html.escape(str(info['component']))}</pre></body></html>"

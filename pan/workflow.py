@@ -49,9 +49,13 @@ def on_free_ports(data: dict[str, Any]) -> dict[str, Any]:
     def has_ingest_port(worker: dict[str, Any]) -> bool:
         return "ingest_port" in worker or "ingest_port" in worker.get("params", {})
 
-    needed = 1 + sum(2 if has_ingest_port(worker) else 1 for worker in data["workers"])
+    repositories = data.get("repository", {})
+    several = isinstance(repositories, list)
+    repositories = repositories if several else [repositories]
+    needed = len(repositories) + sum(2 if has_ingest_port(worker) else 1 for worker in data["workers"])
     ports = iter(free_ports(needed))  # chosen together, so no two of them can be the same
-    data = {**data, "repository": {**data.get("repository", {}), "port": next(ports)}}
+    moved = [{**repository, "port": next(ports)} for repository in repositories]
+    data = {**data, "repository": moved if several else moved[0]}
     workers = []
     for worker in data["workers"]:
         worker = {**worker, "port": next(ports)}
@@ -90,7 +94,7 @@ def parse_workflow(data: object, source: str = "workflow") -> Workflow:
         warnings.warn(message, DeprecationWarning, stacklevel=2)
     # Cross-worker rules run on whatever could be read, so one run reports every
     # class of problem (a duplicate port next to an unknown key, say).
-    _check_topology(parser.repository_port, parser.drafts, problems)
+    _check_topology(parser.repository_ports, parser.drafts, problems)
     if problems or workflow is None:
         raise WorkflowError(problems or ["empty workflow"], source)
     workflow.source = source
@@ -124,7 +128,7 @@ class _Parser:
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         self.drafts: list[_Draft] = []
-        self.repository_port: tuple[str, int] | None = None
+        self.repository_ports: list[tuple[str, int]] = []
         #: Where the keys of an old-style file went, one note per worker ("worker 'f1': 'ingest_port' moved ...").
         self.moved: list[str] = []
 
@@ -174,13 +178,14 @@ class _Parser:
             return None
         self.unknown_keys("workflow", data, TOP_KEYS)
         name = self.string("workflow", data, "name", required=True, default="unnamed")
-        repository = self.repository(data.get("repository", {}))
+        repository, replicas = self.repositories(data.get("repository", {}))
         workers_raw = data.get("workers")
         if not isinstance(workers_raw, list) or not workers_raw:
             self.bad("workflow", "key 'workers' must be a non-empty array of worker objects")
             return None
         workers = [w for n, raw in enumerate(workers_raw) if (w := self.worker(n, raw)) is not None]
-        return Workflow(name, repository, workers, auth=self.auth(data["auth"]) if "auth" in data else None)
+        return Workflow(name, repository, workers, auth=self.auth(data["auth"]) if "auth" in data else None,
+                        replicas=replicas)
 
     def auth(self, raw: object) -> SecretSource | None:
         """Where the secret lives: exactly one of a file or an environment variable; never the secret itself."""
@@ -207,8 +212,20 @@ class _Parser:
         refresh = self.integer("repository", raw, "refresh_ms", lo=50, hi=600_000)
         spec = RepositorySpec(host, port or 8080, refresh or DEFAULT_REFRESH_MS)
         if "port" not in raw or port is not None:  # a bad port is reported, not checked for clashes
-            self.repository_port = (spec.host, spec.port)
+            self.repository_ports.append((spec.host, spec.port))
         return spec
+
+    def repositories(self, raw: object) -> tuple[RepositorySpec, list[RepositorySpec]]:
+        """``repository``: one object, or an array of them (replicas: publishers register with all)."""
+        if not isinstance(raw, list):
+            return self.repository(raw), []
+        if not raw:
+            self.bad("repository", "an array of repositories must name at least one")
+            return RepositorySpec(), []
+        specs = [self.repository(item) for item in raw]
+        if len({spec.refresh_ms for spec in specs}) > 1:
+            self.bad("repository", "every repository of a workflow must have the same refresh_ms")
+        return specs[0], specs[1:]
 
     def worker(self, position: int, raw: object) -> WorkerSpec | None:
         """The worker's spec if it has no problem of its own; a draft of it goes to ``self.drafts``."""
@@ -304,7 +321,7 @@ class _Parser:
         return raw
 
 
-def _check_topology(repository: tuple[str, int] | None, drafts: list[_Draft], problems: list[str]) -> None:
+def _check_topology(repositories: list[tuple[str, int]], drafts: list[_Draft], problems: list[str]) -> None:
     """Cross-worker rules: unique names and ports, one producer per stream, every input produced.
 
     Runs on drafts, so a worker with a problem of its own still takes part with the
@@ -312,8 +329,10 @@ def _check_topology(repository: tuple[str, int] | None, drafts: list[_Draft], pr
     """
     names: set[str] = set()
     ports: dict[tuple[str, int], str] = {}
-    if repository is not None:
-        ports[repository] = "the repository"
+    for n, repository in enumerate(repositories):
+        if repository in ports:
+            problems.append(f"repository: two repositories on {repository[0]}:{repository[1]}")
+        ports[repository] = "the repository" if len(repositories) == 1 else f"repository #{n}"
     producers: dict[str, str] = {}
     peer_hosts: dict[str, str] = {}
     for draft in drafts:

@@ -137,7 +137,7 @@ class WorkerGroup:
         started = []
         for spec in workflow.workers:
             if names is None or spec.name in names:
-                worker = Worker(spec, workflow.repository, local=self.local)
+                worker = Worker(spec, workflow.repository, local=self.local, replicas=workflow.replicas)
                 await worker.start()
                 self.workers.append(worker)
                 started.append(worker)

@@ -20,7 +20,7 @@ from pan.launcher import Launcher, is_loopback
 from pan.lifeline import die_with_launcher
 from pan.peer import run_peer
 from pan.repository import DEFAULT_PORT, RepositoryServer
-from pan.repository_client import parse_address
+from pan.repository_client import parse_address, parse_addresses
 from pan.specs import Workflow, WorkflowError
 from pan.workflow import load_workflow
 
@@ -35,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser("repository", help="run the publish/subscribe repository")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--replica", action="append", default=[], metavar="HOST:PORT",
+                   help="another repository of the workflow: this one adopts its registrations at start (repeatable)")
     secret = p.add_mutually_exclusive_group()
     secret.add_argument("--secret-file", metavar="PATH",
                         help="the workflow's secret: publish/unpublish must be signed, reads need the read token")
@@ -57,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("subscribe", help="print a stream's tuples as JSON lines")
     p.add_argument("stream")
-    p.add_argument("--repository", default=f"127.0.0.1:{DEFAULT_PORT}", metavar="HOST:PORT")
+    p.add_argument("--repository", default=f"127.0.0.1:{DEFAULT_PORT}", metavar="HOST:PORT[,HOST:PORT...]",
+                   help="the workflow's repository, or all its repositories (asked in turn when one fails)")
     p.add_argument("--from", dest="start", choices=["earliest", "latest"], default="earliest")
     p.add_argument("--count", type=int, help="exit after this many tuples")
     p.add_argument("--norep", action="store_true", help="pull only from the original producer")
@@ -107,6 +110,11 @@ def cmd_repository(args: argparse.Namespace) -> int:
         return 2
     if credentials is None:
         warn_if_open([args.host], "pan repository")
+    try:
+        replicas = [parse_address(address) for address in args.replica]
+    except ValueError as exc:
+        print(f"pan repository: --replica: {exc}", file=sys.stderr)
+        return 2
 
     async def main() -> None:
         # Handlers go in before the banner: whoever reads the banner may signal at once.
@@ -114,7 +122,7 @@ def cmd_repository(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        server = RepositoryServer(args.host, args.port, credentials=credentials)
+        server = RepositoryServer(args.host, args.port, credentials=credentials, replicas=replicas)
         await server.start()
         print(f"repository listening on {args.host}:{server.port} ({eventloop.running_loop_name()})", file=sys.stderr,
               flush=True)
@@ -192,7 +200,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         print("pan subscribe: --count must be >= 1", file=sys.stderr)
         return 2
     try:
-        repository = parse_address(args.repository)
+        repository = parse_addresses(args.repository)
     except ValueError as exc:
         print(f"pan subscribe: --repository: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,186 @@
+"""Several repositories in one workflow: publishers register with all, subscribers ask any, a restarted one
+adopts its replicas' registrations (issue 14, build item 6)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psutil
+import pytest
+
+from pan.client import StreamSubscriber
+from pan.ingest import send_lines
+from pan.repository import Registry, RepositoryServer
+from pan.repository_client import RepositoryClient, RepositoryUnavailable, parse_addresses
+from pan.specs import WorkflowError
+from pan.web import free_ports
+from pan.workflow import on_free_ports, parse_workflow
+from tests.conftest import HOST, Processes, WorkerGroup, forwarder, repeater, sensor_row, wait_until
+
+STREAMS = ["SENSOR4"]
+
+
+def two_repositories(ports: list[int], workers: list[dict[str, Any]], refresh_ms: int = 300) -> dict[str, Any]:
+    return {"name": "replicated", "workers": workers,
+            "repository": [{"host": HOST, "port": port, "refresh_ms": refresh_ms} for port in ports]}
+
+
+# --- the workflow and the registry ---------------------------------------------------------------
+
+
+def test_a_workflow_may_list_several_repositories() -> None:
+    workers = [forwarder("F", STREAMS)]
+    workflow = parse_workflow(two_repositories([9100, 9101], workers))
+    assert [r.port for r in workflow.repositories] == [9100, 9101] and workflow.repository.port == 9100
+    assert parse_workflow({**two_repositories([9100], workers), "repository": {"port": 9100}}).replicas == []
+    problems = {
+        "two repositories on": two_repositories([9100, 9100], workers),
+        "same refresh_ms": {**two_repositories([9100, 9101], workers),
+                            "repository": [{"port": 9100, "refresh_ms": 300}, {"port": 9101, "refresh_ms": 500}]},
+        "at least one": {**two_repositories([], workers)},
+    }
+    for expected, data in problems.items():
+        with pytest.raises(WorkflowError, match=expected):
+            parse_workflow(data)
+    moved = parse_workflow(on_free_ports(two_repositories([9100, 9101], workers)))
+    moved_ports = {r.port for r in moved.repositories}
+    assert len(moved_ports) == 2 and moved_ports.isdisjoint({9100, 9101})
+
+
+def test_addresses_come_as_a_list_or_comma_separated() -> None:
+    assert parse_addresses("127.0.0.1:1,127.0.0.1:2") == [(HOST, 1), (HOST, 2)]
+    assert parse_addresses((HOST, 3)) == [(HOST, 3)]
+    assert parse_addresses([(HOST, 4), "127.0.0.1:5"]) == [(HOST, 4), (HOST, 5)]
+    with pytest.raises(ValueError):
+        parse_addresses("127.0.0.1:1,nonsense")
+
+
+def test_adopting_never_shortens_a_lease_of_ones_own() -> None:
+    now = [100.0]
+    registry = Registry(clock=lambda: now[0])
+    registry.publish(["S"], HOST, 9000, False, 0, 6000)
+    assert not registry.adopt("S", HOST, 9000, False, 0, 1000)  # ours runs longer
+    assert registry.adopt("S", HOST, 9000, False, 0, 9000)  # the replica's runs longer
+    assert registry.adopt("T", HOST, 9001, True, 1, 1000)
+    now[0] += 5.0
+    assert [p.port for p in registry.publishers("S")] == [9000] and registry.publishers("T") == []
+
+
+# --- in one process -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def replicated() -> AsyncIterator[dict[str, Any]]:
+    ports = free_ports(2)
+    servers = [RepositoryServer(HOST, port, seed=1, replicas=[(HOST, p) for p in ports if p != port])
+               for port in ports]
+    for server in servers:
+        await server.start()
+    group = WorkerGroup()
+    specs = [forwarder("F", STREAMS), repeater("R", STREAMS, 1)]
+    workflow = parse_workflow(two_repositories(ports, specs, refresh_ms=60_000))  # no refresh during the test
+    await group.start(workflow)
+    state = {"ports": ports, "servers": servers, "specs": specs, "workflow": workflow}
+    yield state
+    await group.stop_all()
+    for server in state["servers"]:
+        await server.stop()
+
+
+async def test_publishers_register_with_every_repository_and_a_restarted_one_adopts_at_once(
+        replicated: dict[str, Any]) -> None:
+    ports, servers = replicated["ports"], replicated["servers"]
+    expected = {s["port"] for s in replicated["specs"]}
+    for server in servers:
+        assert {p.port for p in server.registry.publishers("SENSOR4")} == expected
+
+    await servers[0].stop()  # restarted empty, on the same port: only the replica can fill it in time
+    fresh = RepositoryServer(HOST, ports[0], seed=2, replicas=[(HOST, ports[1])])
+    replicated["servers"][0] = fresh
+    await fresh.start()
+    await wait_until(lambda: {p.port for p in fresh.registry.publishers("SENSOR4")} == expected, timeout_s=60)
+    assert fresh.adopted == 2  # a minute before any publisher refreshes
+
+
+async def test_a_subscriber_asks_the_next_repository_when_one_is_down(replicated: dict[str, Any]) -> None:
+    ports, servers = replicated["ports"], replicated["servers"]
+    ingest = replicated["specs"][0]["params"]["ingest_port"]
+    await send_lines(HOST, ingest, [sensor_row(4, k).encode() for k in range(100)], timeout_s=30)
+    await servers[0].stop()  # the first one listed
+    async with StreamSubscriber("SENSOR4", [(HOST, p) for p in ports], max_wait_ms=200) as subscriber:
+        got: list[int] = []
+        while len(got) < 100:
+            got += [t["ts"] for t in (await asyncio.wait_for(subscriber.fetch(), 60)).tuples]
+    assert got == list(range(100))
+    with pytest.raises(RepositoryUnavailable):
+        async with RepositoryClient((HOST, ports[0]), timeout_s=5) as gone:
+            await gone.streams()
+
+
+# --- pan run, with a repository killed mid-stream --------------------------------------------------
+
+
+def children_of(run: Any) -> dict[str, psutil.Process]:
+    """``pan run``'s children by role: ``repository PORT`` or the peer's name."""
+    named = {}
+    for child in psutil.Process(run.pid).children():
+        args = child.cmdline()
+        named[f"repository {args[args.index('--port') + 1]}" if "repository" in args else args[-1]] = child
+    return named
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("killed", [0, 1])
+async def test_killing_either_repository_mid_stream_loses_no_tuple(processes: Processes, killed: int) -> None:
+    ports = free_ports(2)
+    specs = [forwarder("F", STREAMS, peer="p-forwarder", buffer_size=100_000),
+             repeater("R1", STREAMS, 1, peer="p-rep1", buffer_size=100_000),
+             repeater("R2", STREAMS, 2, peer="p-rep2", buffer_size=100_000)]
+    path = processes.write_workflow(two_repositories(ports, specs, refresh_ms=400))
+    run = processes.pan("run", str(path), log_name="run")
+    for port in ports:
+        async with RepositoryClient((HOST, port), timeout_s=30) as repository:
+            await repository.wait_for_publishers(STREAMS, 120, publishers=3)
+    sent = 0
+
+    async def feed() -> None:
+        nonlocal sent
+        while True:
+            await send_lines(HOST, specs[0]["params"]["ingest_port"],
+                             [sensor_row(4, sent + k).encode() for k in range(20)], timeout_s=30)
+            sent += 20
+            await asyncio.sleep(0.01)
+
+    received: list[int] = []
+    forwarder_endpoint = f"{HOST}:{specs[0]['port']}"
+    subscriber = StreamSubscriber("SENSOR4", [(HOST, p) for p in ports], exclude=(forwarder_endpoint,),
+                                  max_wait_ms=200, page_size=50)
+
+    async def consume() -> None:
+        async for batch in subscriber.batches():
+            received.extend(t["i"] for t in batch)
+
+    async with subscriber:
+        feeder = asyncio.create_task(feed())
+        consumer = asyncio.create_task(consume())
+        try:
+            await wait_until(lambda: len(received) > 200 and subscriber.source is not None, timeout_s=60)
+            children = children_of(run)
+            children[f"repository {ports[killed]}"].send_signal(signal.SIGKILL)
+            # Make the subscriber look up anew: its publisher goes away too.
+            in_use = subscriber.source.port
+            children[{specs[1]["port"]: "p-rep1", specs[2]["port"]: "p-rep2"}[in_use]].send_signal(signal.SIGKILL)
+            before = len(received)
+            await wait_until(lambda: len(received) > before + 300, timeout_s=60)
+            assert subscriber.source is not None and subscriber.source.port != in_use
+        finally:
+            for task in (feeder, consumer):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    assert received == list(range(len(received)))  # from 0, no duplicate, no gap
+    assert subscriber.stats.missed == 0
