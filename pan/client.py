@@ -86,8 +86,12 @@ class StreamSubscriber:
         hold: str | None = None,
         wire: Wire | None = None,
         token: str | None = None,
+        allowed_hosts: frozenset[str] | None = None,
     ) -> None:
         self.stream = stream
+        #: Publishers' hosts this subscriber may pull from (the workflow's ``allowed_hosts``); None: any host the
+        #: repository names. A repository that names another is not followed.
+        self.allowed_hosts = allowed_hosts
         #: Every repository of the workflow: lookups go to one, and to the next when it fails or knows nobody.
         self.repositories = parse_addresses(repository)
         self.repository = self.repositories[0]
@@ -267,6 +271,14 @@ class StreamSubscriber:
                 self._bad_source_log.warning(
                     "%s: repository %s named an unusable publisher (%s); looking again",
                     self.stream, repository.address, exc,
+                )
+                continue
+            if self.allowed_hosts is not None and source.host not in self.allowed_hosts:
+                self.stats.bad_sources += 1
+                self.state.always_exclude.add(source.endpoint)  # a host outside the list never gets in
+                self._bad_source_log.warning(
+                    "%s: repository %s named publisher %s, whose host is not in the allowed hosts; not pulling "
+                    "from it", self.stream, repository.address, source.endpoint,
                 )
                 continue
             self._asked = n

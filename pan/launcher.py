@@ -98,8 +98,9 @@ class Launcher:
         for repo in repositories:
             if is_local_host(repo.host) and not repository_alive(repo.host, repo.port):
                 replicas = [f"--replica={r.address}" for r in repositories if r is not repo]
+                allowed = [f"--allow-host={h}" for h in sorted(self.workflow.allowed_hosts or ())]
                 self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port), *replicas,
-                                           *secret_arguments(self.workflow.auth)])
+                                           *allowed, *secret_arguments(self.workflow.auth)])
                 self._wait_for_repository(repo)
         for peer in self.peers:
             self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer])

@@ -27,7 +27,7 @@ async def serve_peer(workflow: Workflow, peer: str, stop: asyncio.Event) -> None
     try:
         for spec in specs:
             worker = Worker(spec, workflow.repository, local=local, credentials=credentials,
-                            replicas=workflow.replicas)
+                            replicas=workflow.replicas, allowed_hosts=workflow.allowed_hosts)
             await worker.start()
             started.append(worker)
         # The ring buffers' slot lists hold millions of references. Left to the cyclic garbage

@@ -408,16 +408,19 @@ class RepositoryServer:
         credentials: Credentials | None = None,
         replicas: Sequence[tuple[str, int]] = (),
         fill_within_s: float = DEFAULT_FILL_WITHIN_S,
+        allowed_hosts: frozenset[str] | None = None,
     ) -> None:
         """``credentials``: the workflow's secret; with it, ``/publish`` and ``/unpublish`` must be signed and
         every other route but ``/health`` needs the read token (pan.auth). ``replicas``: the workflow's other
         repositories, whose registrations this one adopts when it starts (trying for ``fill_within_s``), so that
-        a new or restarted replica is whole at once rather than after the publishers' next refresh."""
+        a new or restarted replica is whole at once rather than after the publishers' next refresh.
+        ``allowed_hosts``: the only hosts publishers may register (403 for others)."""
         self.registry = Registry(limits)
         self.refused: Counter[str] = Counter()  # registrations refused by RegistryLimits, by reason
         self._rng = random.Random(seed)
         self.gate = None if credentials is None else Gate(credentials, signed_paths=SIGNED_PATHS)
         self.credentials = credentials
+        self.allowed_hosts = allowed_hosts
         self.replicas = list(replicas)
         self.fill_within_s = fill_within_s
         self.adopted = 0  # registrations taken from replicas at start
@@ -475,7 +478,10 @@ class RepositoryServer:
 
     def _adopt(self, stream: str, pub: Mapping[str, Any]) -> bool:
         try:
-            return self.registry.adopt(stream, check_host(pub.get("host")), int(pub["port"]), bool(pub["rep"]),
+            host = check_host(pub.get("host"))
+            if self.allowed_hosts is not None and host not in self.allowed_hosts:
+                return False
+            return self.registry.adopt(stream, host, int(pub["port"]), bool(pub["rep"]),
                                        int(pub["lvl"]), min(int(pub["lease_ms"]), self.registry.limits.max_lease_ms))
         except (BadRequest, KeyError, TypeError, ValueError, LimitExceeded) as exc:
             log.debug("not adopted: %s %r: %s", stream, pub, exc)
@@ -513,6 +519,9 @@ class RepositoryServer:
     def _registration(self, q: Mapping[str, str]) -> Registration:
         """Validate the publisher's parameters."""
         host = check_host(query_str(q, "h", required=True))
+        if self.allowed_hosts is not None and host not in self.allowed_hosts:
+            self.refused["host_not_allowed"] += 1
+            raise BadRequest(f"publisher host {host!r} is not among the workflow's allowed hosts", 403)
         port = query_int(q, "p", minimum=1, maximum=65535)
         if port is None:
             raise BadRequest("missing parameter 'p'")
@@ -602,7 +611,7 @@ class RepositoryServer:
         metrics.add("pan_repository_streams", self.registry.stream_count)
         metrics.add("pan_repository_registrations", len(self.registry))
         metrics.add("pan_repository_publishers", self.registry.publisher_count)
-        for reason in ("publisher_streams", "registry_full"):
+        for reason in ("publisher_streams", "registry_full", "host_not_allowed"):
             metrics.add("pan_repository_refused_total", self.refused[reason], "counter", reason=reason)
         add_http_metrics(metrics, self.server)
         return web.Response(text=metrics.render(), content_type="text/plain")

@@ -58,6 +58,9 @@ class Workflow:
     auth: SecretSource | None = None
     #: Further repositories beside ``repository``: publishers register with every one, subscribers ask any.
     replicas: list[RepositorySpec] = field(default_factory=list)
+    #: The only hosts publishers may be on (``allowed_hosts``): repositories refuse others, workers never pull
+    #: from others. None: any host.
+    allowed_hosts: frozenset[str] | None = None
 
     @property
     def repositories(self) -> list[RepositorySpec]:

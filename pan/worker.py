@@ -60,10 +60,12 @@ class Worker:
         local: LocalPublishers | None = None,
         credentials: Credentials | None = None,
         replicas: Sequence[RepositorySpec] = (),
+        allowed_hosts: frozenset[str] | None = None,
     ) -> None:
         """``credentials``: the workflow's secret, if it has one (pan.auth): the API then needs the read token, the
         lease is signed and the pulls show the token. ``replicas``: the workflow's further repositories, which
-        the lease also registers with and the pulls also ask."""
+        the lease also registers with and the pulls also ask. ``allowed_hosts``: the only hosts the pulls may
+        pull from."""
         component_type = get_component_type(spec.type)
         if component_type is None:
             raise ValueError(f"unknown worker type {spec.type!r}")
@@ -72,6 +74,7 @@ class Worker:
         self.repositories = [(r.host, r.port) for r in (repository, *replicas)]
         self.local = local  # this peer's directory of in-process publishers, if any
         self.credentials = credentials
+        self.allowed_hosts = allowed_hosts
         self.epoch = epoch or uuid.uuid4().hex[:16]
         self.log = logging.getLogger(f"pan.worker.{spec.name}")
         self.level = component_type.repeater_level(spec)
@@ -182,6 +185,7 @@ class Worker:
             local=self.local,
             wake_on_meta=True,  # K notices and watermarks must reach this worker's ordering unit at once
             token=None if self.credentials is None else self.credentials.read_token,
+            allowed_hosts=self.allowed_hosts,
         )
 
 

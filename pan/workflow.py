@@ -23,6 +23,7 @@ from pan.catalog import get_component_type
 from pan.decoders import claiming_decoder
 from pan.specs import DEFAULT_REFRESH_MS, RepositorySpec, WorkerSpec, Workflow, WorkflowError
 from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE
+from pan.web import is_host
 
 MAX_BUFFER_SIZE = 10_000_000
 MIN_BUFFER_BYTES = 1024  # per output stream; the newest tuple is kept even if larger
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 __all__ = ["RepositorySpec", "WorkerSpec", "Workflow", "WorkflowError", "load_workflow", "on_free_ports",
            "parse_workflow"]
 
-TOP_KEYS = {"name", "description", "repository", "workers", "auth"}
+TOP_KEYS = {"name", "description", "repository", "workers", "auth", "allowed_hosts"}
 AUTH_KEYS = {"secret_file", "secret_env"}
 REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
 WORKER_REQUIRED = ("name", "type", "host", "port")
@@ -184,8 +185,23 @@ class _Parser:
             self.bad("workflow", "key 'workers' must be a non-empty array of worker objects")
             return None
         workers = [w for n, raw in enumerate(workers_raw) if (w := self.worker(n, raw)) is not None]
-        return Workflow(name, repository, workers, auth=self.auth(data["auth"]) if "auth" in data else None,
-                        replicas=replicas)
+        workflow = Workflow(name, repository, workers, auth=self.auth(data["auth"]) if "auth" in data else None,
+                            replicas=replicas)
+        if "allowed_hosts" in data:
+            workflow.allowed_hosts = self.allowed_hosts(data["allowed_hosts"], workflow)
+        return workflow
+
+    def allowed_hosts(self, raw: object, workflow: Workflow) -> frozenset[str] | None:
+        """``"workflow"`` (the hosts its workers and repositories are on) or a list of hosts."""
+        if raw == "workflow":
+            return frozenset([*(r.host for r in workflow.repositories), *(w.host for w in workflow.workers)])
+        if not isinstance(raw, list) or not raw or not all(isinstance(h, str) and is_host(h) for h in raw):
+            self.bad("allowed_hosts", f'must be "workflow" or a non-empty array of hosts, got {raw!r:.80}')
+            return None
+        missing = sorted({w.host for w in workflow.workers} - set(raw))
+        if missing:
+            self.bad("allowed_hosts", f"leaves out the workflow's own worker host(s) {', '.join(missing)}")
+        return frozenset(raw)
 
     def auth(self, raw: object) -> SecretSource | None:
         """Where the secret lives: exactly one of a file or an environment variable; never the secret itself."""

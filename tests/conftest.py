@@ -137,7 +137,8 @@ class WorkerGroup:
         started = []
         for spec in workflow.workers:
             if names is None or spec.name in names:
-                worker = Worker(spec, workflow.repository, local=self.local, replicas=workflow.replicas)
+                worker = Worker(spec, workflow.repository, local=self.local, replicas=workflow.replicas,
+                                allowed_hosts=workflow.allowed_hosts)
                 await worker.start()
                 self.workers.append(worker)
                 started.append(worker)

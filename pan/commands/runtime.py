@@ -35,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser("repository", help="run the publish/subscribe repository")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--allow-host", action="append", metavar="HOST",
+                   help="only publishers on these hosts may register (repeatable; default: any)")
     p.add_argument("--replica", action="append", default=[], metavar="HOST:PORT",
                    help="another repository of the workflow: this one adopts its registrations at start (repeatable)")
     secret = p.add_mutually_exclusive_group()
@@ -122,7 +124,8 @@ def cmd_repository(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        server = RepositoryServer(args.host, args.port, credentials=credentials, replicas=replicas)
+        server = RepositoryServer(args.host, args.port, credentials=credentials, replicas=replicas,
+                                  allowed_hosts=None if args.allow_host is None else frozenset(args.allow_host))
         await server.start()
         print(f"repository listening on {args.host}:{server.port} ({eventloop.running_loop_name()})", file=sys.stderr,
               flush=True)

@@ -15,9 +15,9 @@ import pytest
 from pan.client import StreamSubscriber
 from pan.ingest import send_lines
 from pan.repository import Registry, RepositoryServer
-from pan.repository_client import RepositoryClient, RepositoryUnavailable, parse_addresses
+from pan.repository_client import Registration, RepositoryClient, RepositoryUnavailable, parse_addresses
 from pan.specs import WorkflowError
-from pan.web import free_ports
+from pan.web import free_port, free_ports
 from pan.workflow import on_free_ports, parse_workflow
 from tests.conftest import HOST, Processes, WorkerGroup, forwarder, repeater, sensor_row, wait_until
 
@@ -184,3 +184,53 @@ async def test_killing_either_repository_mid_stream_loses_no_tuple(processes: Pr
                     await task
     assert received == list(range(len(received)))  # from 0, no duplicate, no gap
     assert subscriber.stats.missed == 0
+
+
+# --- allowed hosts (issue 14, build item 5) ------------------------------------------------------
+
+
+def test_allowed_hosts_are_the_workflows_own_or_a_list_that_includes_them() -> None:
+    workers = [forwarder("F", STREAMS)]
+    data = two_repositories([9100, 9101], workers)
+    assert parse_workflow({**data, "allowed_hosts": "workflow"}).allowed_hosts == frozenset({HOST})
+    assert parse_workflow({**data, "allowed_hosts": [HOST, "198.18.0.9"]}).allowed_hosts == {HOST, "198.18.0.9"}
+    assert parse_workflow(data).allowed_hosts is None
+    for bad, expected in ((["198.18.0.9"], "leaves out"), ([], "non-empty"), (["a b"], "array of hosts"),
+                          ("everyone", "must be")):
+        with pytest.raises(WorkflowError, match=expected):
+            parse_workflow({**data, "allowed_hosts": bad})
+
+
+async def test_a_publisher_outside_the_allowed_hosts_is_refused_and_never_pulled_from(
+        replicated: dict[str, Any]) -> None:
+    ports = replicated["ports"]
+    guarded = RepositoryServer(HOST, free_port(), allowed_hosts=frozenset({HOST}))
+    await guarded.start()
+    try:
+        async with RepositoryClient((HOST, guarded.port), timeout_s=30) as client:
+            assert not await client.publish(Registration(("SENSOR4",), "198.18.0.66", 9999))
+            assert await client.publish(Registration(("SENSOR4",), HOST, replicated["specs"][0]["port"]))
+        assert [p.host for p in guarded.registry.publishers("SENSOR4")] == [HOST]
+        assert guarded.refused["host_not_allowed"] == 1
+    finally:
+        await guarded.stop()
+
+    # An open repository that lists a stranger: a subscriber with an allow-list skips it.
+    stranger = ("localhost", replicated["specs"][1]["port"])  # the repeater, under a name outside the list
+    async with RepositoryClient((HOST, ports[1]), timeout_s=30) as client:
+        await client.unpublish(Registration(("SENSOR4",), HOST, replicated["specs"][0]["port"]))
+        await client.unpublish(Registration(("SENSOR4",), HOST, replicated["specs"][1]["port"]))
+        assert await client.publish(Registration(("SENSOR4",), *stranger, rep=True, lvl=1))
+    await replicated["servers"][0].stop()
+    strict = StreamSubscriber("SENSOR4", [(HOST, ports[1])], max_wait_ms=100, allowed_hosts=frozenset({HOST}),
+                              retry_backoff_s=(0.01, 0.05))
+    async with strict:
+        fetching = asyncio.create_task(strict.fetch())
+        await wait_until(lambda: strict.stats.bad_sources >= 1, timeout_s=60)
+        assert strict.source is None  # it never pulled from the stranger
+        fetching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await fetching
+    async with StreamSubscriber("SENSOR4", [(HOST, ports[1])], max_wait_ms=100) as trusting:
+        await asyncio.wait_for(trusting.fetch(), 60)
+        assert trusting.source is not None and trusting.source.host == "localhost"
