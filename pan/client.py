@@ -29,6 +29,7 @@ It adds the loop between them and the repository lookup.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -42,6 +43,7 @@ from pan.repository_client import (
     Address,
     BadAnswer,
     NoPublisher,
+    NotTrusted,
     RepositoryClient,
     RepositoryUnavailable,
     Source,
@@ -87,6 +89,7 @@ class StreamSubscriber:
         wire: Wire | None = None,
         token: str | None = None,
         allowed_hosts: frozenset[str] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.stream = stream
         #: Publishers' hosts this subscriber may pull from (the workflow's ``allowed_hosts``); None: any host the
@@ -108,9 +111,10 @@ class StreamSubscriber:
         #: ``token``: the read token of a workflow with a secret, for the repository and the publishers (pan.auth).
         self.fetcher = PageFetcher(
             stream, page_size=page_size, max_wait_ms=max_wait_ms, request_timeout_s=request_timeout_s,
-            local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire, token=token,
+            local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire, token=token, tls=tls,
         )
         self.token = token
+        self.tls = tls  # HTTPS to the repositories and publishers, trusting this context's CA (pan.tls)
         self._session = session
         self._owns_session = session is None
         self._repository_clients: list[RepositoryClient] = []  # made on the first lookup, on this subscriber's session
@@ -242,7 +246,8 @@ class StreamSubscriber:
         assert self._session is not None, "call start() first"
         if not self._repository_clients:
             self._repository_clients = [
-                RepositoryClient(address, session=self._session, timeout_s=self.request_timeout_s, token=self.token)
+                RepositoryClient(address, session=self._session, timeout_s=self.request_timeout_s, token=self.token,
+                                 tls=self.tls)
                 for address in self.repositories
             ]
         nobody = False
@@ -258,6 +263,8 @@ class StreamSubscriber:
                 self.stats.errors += 1
                 log.debug("%s: %s", self.stream, exc)
                 continue
+            except NotTrusted as exc:
+                raise SubscriberError(f"{self.stream}: {exc}") from None
             except NoPublisher as exc:
                 if exc.status in (401, 403):  # asking again will not help
                     raise SubscriberError(f"{self.stream}: repository {repository.address} refused the lookup: "

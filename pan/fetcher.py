@@ -17,6 +17,7 @@ with ``PAN_WIRE=arrow``, and reads whatever the publisher answers by its
 
 from __future__ import annotations
 
+import ssl
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -27,6 +28,7 @@ from pan import arrow_pages
 from pan.auth import bearer
 from pan.local import DataFunction, LocalPublishers
 from pan.repository_client import BadAnswer, Source
+from pan.tls import scheme
 from pan.web import BadRequest, NotFound
 
 _INDEX = itemgetter("i")
@@ -62,9 +64,10 @@ class PageFetcher:
         hold: str | None,
         wire: Wire | None = None,
         token: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """``wire``: the page format asked for over HTTP (default: ``default_wire()``); ``token``: the read token
-        of a workflow with a secret (pan.auth)."""
+        of a workflow with a secret (pan.auth); ``tls``: HTTPS, trusting this context's CA (pan.tls)."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -76,6 +79,8 @@ class PageFetcher:
         if self.wire == "arrow" and not arrow_pages.available():
             raise ValueError("Arrow pages need pyarrow (pip install 'pan[arrow]')")
         self._headers = {"Accept": ACCEPT[self.wire], **bearer(token)}
+        self._scheme = scheme(tls)
+        self._ssl: dict[str, Any] = {} if tls is None else {"ssl": tls}
 
     def is_local(self, source: Source) -> bool:
         """``source`` answers in this process, without HTTP."""
@@ -102,10 +107,13 @@ class PageFetcher:
             if self.hold is not None:
                 params["hold"] = self.hold
         timeout = aiohttp.ClientTimeout(total=self.max_wait_ms / 1000 + self.request_timeout_s)
-        async with session.get(
-            source.url("/data"), params=params, headers=self._headers, timeout=timeout
-        ) as response:
-            body = await response.read()
+        try:
+            async with session.get(
+                source.url("/data", self._scheme), params=params, headers=self._headers, timeout=timeout, **self._ssl
+            ) as response:
+                body = await response.read()
+        except aiohttp.ClientConnectorCertificateError as exc:  # every publisher of the workflow shares the CA
+            raise SubscriberError(f"{source.endpoint}: {exc.certificate_error}") from None
         if response.status == 400:
             raise SubscriberError(f"{source.endpoint} rejected the fetch: {body[:200]!r}")
         if response.status in (401, 403):  # every publisher of the workflow shares the secret: failing over is no use

@@ -15,6 +15,7 @@ import ipaddress
 import logging
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 from pan.auth import SecretSource
 from pan.lifeline import Lifeline
 from pan.specs import RepositorySpec, Workflow
+from pan.tls import TlsFiles, scheme
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +59,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def repository_alive(host: str, port: int, timeout_s: float = 0.5) -> bool:
+def repository_alive(host: str, port: int, timeout_s: float = 0.5, tls: ssl.SSLContext | None = None) -> bool:
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=timeout_s) as response:
+        with urllib.request.urlopen(f"{scheme(tls)}://{host}:{port}/health", timeout=timeout_s,
+                                    context=tls) as response:
             return response.status == 200
     except OSError:
         return False
@@ -70,6 +73,14 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     reported: bool = False
+
+
+def tls_arguments(tls: TlsFiles | None, host: str) -> list[str]:
+    """``pan repository``'s options for HTTPS on ``host`` (and towards its replicas)."""
+    if tls is None:
+        return []
+    cert, key = tls.cert_for(host)
+    return [f"--tls-cert={cert}", f"--tls-key={key}", f"--tls-ca={tls.ca}"]
 
 
 def secret_arguments(auth: SecretSource | None) -> list[str]:
@@ -95,13 +106,15 @@ class Launcher:
 
     def start(self) -> None:
         repositories = self.workflow.repositories
+        tls = None if self.workflow.tls is None else self.workflow.tls.client_context()
         for repo in repositories:
-            if is_local_host(repo.host) and not repository_alive(repo.host, repo.port):
+            if is_local_host(repo.host) and not repository_alive(repo.host, repo.port, tls=tls):
                 replicas = [f"--replica={r.address}" for r in repositories if r is not repo]
                 allowed = [f"--allow-host={h}" for h in sorted(self.workflow.allowed_hosts or ())]
                 self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port), *replicas,
-                                           *allowed, *secret_arguments(self.workflow.auth)])
-                self._wait_for_repository(repo)
+                                           *allowed, *secret_arguments(self.workflow.auth),
+                                           *tls_arguments(self.workflow.tls, repo.host)])
+                self._wait_for_repository(repo, tls)
         for peer in self.peers:
             self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer])
 
@@ -113,10 +126,10 @@ class Launcher:
         self.children.append(Child(name, process))
         log.info("started %s (pid %d)", name, process.pid)
 
-    def _wait_for_repository(self, repo: RepositorySpec) -> None:
+    def _wait_for_repository(self, repo: RepositorySpec, tls: ssl.SSLContext | None) -> None:
         deadline = time.monotonic() + REPOSITORY_STARTUP_S
         while time.monotonic() < deadline:
-            if repository_alive(repo.host, repo.port):
+            if repository_alive(repo.host, repo.port, tls=tls):
                 return
             if self.children[-1].process.poll() is not None:
                 raise RuntimeError(f"repository on {repo.address} exited at start-up")

@@ -11,6 +11,8 @@ from pan import eventloop
 from pan.auth import AuthError
 from pan.local import LocalPublishers
 from pan.specs import Workflow
+from pan.tls import TlsError
+from pan.trust import Trust
 from pan.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -21,13 +23,12 @@ async def serve_peer(workflow: Workflow, peer: str, stop: asyncio.Event) -> None
     specs = workflow.peers().get(peer)
     if not specs:
         raise ValueError(f"workflow '{workflow.name}' has no peer named '{peer}'")
-    credentials = None if workflow.auth is None else workflow.auth.load()
+    trust = Trust.of(workflow)
     started: list[Worker] = []
     local = LocalPublishers()  # the peer's workers pull from each other without HTTP
     try:
         for spec in specs:
-            worker = Worker(spec, workflow.repository, local=local, credentials=credentials,
-                            replicas=workflow.replicas, allowed_hosts=workflow.allowed_hosts)
+            worker = Worker(spec, workflow.repository, local=local, replicas=workflow.replicas, trust=trust)
             await worker.start()
             started.append(worker)
         # The ring buffers' slot lists hold millions of references. Left to the cyclic garbage
@@ -53,7 +54,7 @@ def run_peer(workflow: Workflow, peer: str) -> int:
 
     try:
         eventloop.run(main())
-    except (OSError, AuthError) as exc:
+    except (OSError, AuthError, TlsError) as exc:
         log.error("peer %s failed to start: %s", peer, exc)
         return 1
     return 0

@@ -24,6 +24,7 @@ import html
 import itertools
 import logging
 import random
+import ssl
 import time
 import urllib.parse
 from collections import Counter
@@ -409,12 +410,14 @@ class RepositoryServer:
         replicas: Sequence[tuple[str, int]] = (),
         fill_within_s: float = DEFAULT_FILL_WITHIN_S,
         allowed_hosts: frozenset[str] | None = None,
+        tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None,
     ) -> None:
         """``credentials``: the workflow's secret; with it, ``/publish`` and ``/unpublish`` must be signed and
         every other route but ``/health`` needs the read token (pan.auth). ``replicas``: the workflow's other
         repositories, whose registrations this one adopts when it starts (trying for ``fill_within_s``), so that
         a new or restarted replica is whole at once rather than after the publishers' next refresh.
-        ``allowed_hosts``: the only hosts publishers may register (403 for others)."""
+        ``allowed_hosts``: the only hosts publishers may register (403 for others). ``tls``: HTTPS, with the
+        (server, client) contexts (pan.tls)."""
         self.registry = Registry(limits)
         self.refused: Counter[str] = Counter()  # registrations refused by RegistryLimits, by reason
         self._rng = random.Random(seed)
@@ -438,7 +441,8 @@ class RepositoryServer:
                 web.get("/metrics", self.handle_metrics),
             ]
         )
-        self.server = HttpServer(app, host, port, limits=http)
+        self.server = HttpServer(app, host, port, limits=http, ssl_context=None if tls is None else tls[0])
+        self.client_tls = None if tls is None else tls[1]
 
     @property
     def port(self) -> int:
@@ -463,7 +467,8 @@ class RepositoryServer:
         deadline = time.monotonic() + self.fill_within_s
         while time.monotonic() < deadline:
             for address in self.replicas:
-                async with RepositoryClient(address, credentials=self.credentials, timeout_s=FILL_TIMEOUT_S) as peer:
+                async with RepositoryClient(address, credentials=self.credentials, timeout_s=FILL_TIMEOUT_S,
+                                            tls=self.client_tls) as peer:
                     try:
                         streams = await peer.streams(leases=True)
                     except RepositoryUnavailable as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import orjson
 import yarl
 
 from pan.auth import Credentials, bearer
+from pan.tls import scheme
 from pan.web import is_host
 
 DEFAULT_TIMEOUT_S = 2.0
@@ -40,6 +42,11 @@ class BadAnswer(ValueError):
 
 class RepositoryUnavailable(Exception):
     """The repository could not be asked, or gave no usable answer (unreachable, timeout, undecodable)."""
+
+
+class NotTrusted(Exception):
+    """The server's TLS certificate failed verification: asking again, or another server of the workflow, will not
+    help."""
 
 
 class NoPublisher(Exception):
@@ -66,11 +73,11 @@ def is_valid_port(port: object) -> bool:
     return isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535
 
 
-def http_url(host: str, port: int, path: str) -> yarl.URL:
-    """``http://host:port/path`` built from validated parts (IPv6 hosts get their brackets)."""
+def http_url(host: str, port: int, path: str, scheme: str = "http") -> yarl.URL:
+    """``http://host:port/path`` (or https) built from validated parts (IPv6 hosts get their brackets)."""
     if not is_valid_host(host) or not is_valid_port(port):
         raise ValueError(f"not a valid HOST:PORT: {host!r}:{port!r}")
-    return yarl.URL.build(scheme="http", host=host, port=port, path=path)
+    return yarl.URL.build(scheme=scheme, host=host, port=port, path=path)
 
 
 def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
@@ -137,8 +144,8 @@ class Source:
         assert isinstance(host, str) and isinstance(port, int)
         return cls(host, port, rep, lvl)
 
-    def url(self, path: str) -> yarl.URL:
-        return http_url(self.host, self.port, path)
+    def url(self, path: str, scheme: str = "http") -> yarl.URL:
+        return http_url(self.host, self.port, path, scheme)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +176,15 @@ class RepositoryClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         credentials: Credentials | None = None,
         token: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """``credentials`` sign ``publish`` and ``unpublish`` (and give the read token); ``token`` alone lets a
-        reader look up publishers of a repository that needs one (pan.auth)."""
+        reader look up publishers of a repository that needs one (pan.auth); ``tls``: HTTPS, trusting this
+        context's CA (pan.tls)."""
         self.host, self.port = parse_address(address)
         self.timeout_s = timeout_s
+        self.tls = tls
+        self._scheme = scheme(tls)
         self.credentials = credentials
         self._read_headers = bearer(credentials.read_token if credentials is not None else token)
         self._session = session
@@ -282,12 +293,15 @@ class RepositoryClient:
             self._owns_session = True
         return self._session
 
+    def _ssl(self) -> dict[str, Any]:
+        return {} if self.tls is None else {"ssl": self.tls}
+
     async def _ok(self, method: str, path: str, **request: Any) -> bool:
         """The request answered 200 (the body is read and dropped)."""
         try:
             async with self._client().request(
-                method, http_url(self.host, self.port, path), timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                **request,
+                method, http_url(self.host, self.port, path, self._scheme),
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s), **self._ssl(), **request,
             ) as response:
                 await response.read()
                 return response.status == 200
@@ -298,10 +312,12 @@ class RepositoryClient:
         """Status and decoded body of a GET; ``RepositoryUnavailable`` if there is none."""
         try:
             async with self._client().get(
-                http_url(self.host, self.port, path), params=params, headers=self._read_headers,
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                http_url(self.host, self.port, path, self._scheme), params=params, headers=self._read_headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s), **self._ssl(),
             ) as response:
                 return response.status, orjson.loads(await response.read())
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise NotTrusted(f"repository {self.address}: {exc.certificate_error}") from None
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
             raise RepositoryUnavailable(f"repository {self.address}: {type(exc).__name__}: {exc}") from exc
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from pan.auth import SecretSource
 from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE
+from pan.tls import TlsFiles
 
 DEFAULT_REFRESH_MS = 2000
 
@@ -61,6 +62,8 @@ class Workflow:
     #: The only hosts publishers may be on (``allowed_hosts``): repositories refuse others, workers never pull
     #: from others. None: any host.
     allowed_hosts: frozenset[str] | None = None
+    #: HTTPS for the repositories and workers, with these certificates (pan.tls); None: plain HTTP.
+    tls: TlsFiles | None = None
 
     @property
     def repositories(self) -> list[RepositorySpec]:

@@ -17,6 +17,7 @@ import ipaddress
 import logging
 import re
 import socket
+import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -515,11 +516,13 @@ class _GuardedRunner(web.AppRunner):
 class HttpServer:
     """An aiohttp app bound to host:port with an explicit start/stop lifecycle and ``HttpLimits``."""
 
-    def __init__(self, app: web.Application, host: str, port: int, *, limits: HttpLimits | None = None) -> None:
+    def __init__(self, app: web.Application, host: str, port: int, *, limits: HttpLimits | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.app = app
         self.host = host
         self.port = port
         self.limits = limits or HttpLimits()
+        self.ssl_context = ssl_context  # HTTPS with this context; None: plain HTTP
         if _STATS not in app:
             app[_STATS] = HttpStats()
         self.stats = app[_STATS]
@@ -538,7 +541,7 @@ class HttpServer:
         }
         self._runner = _GuardedRunner(self.app, guard=guard, handler_kwargs=handler_kwargs)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, ssl_context=self.ssl_context)
         await site.start()
         if self.port == 0:  # report the port the OS picked
             self.port = int(self._runner.addresses[0][1])

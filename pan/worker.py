@@ -28,7 +28,6 @@ from typing import Any
 
 import aiohttp
 
-from pan.auth import Credentials
 from pan.catalog import get_component_type
 from pan.channel import InputChannel
 from pan.client import StreamSubscriber
@@ -39,6 +38,7 @@ from pan.repository_client import Lease, Registration, RepositoryClient
 from pan.ringbuffer import RingBuffer
 from pan.specs import RepositorySpec, WorkerSpec
 from pan.streams import OutputStream
+from pan.trust import OPEN, Trust
 from pan.web import HttpServer
 from pan.worker_api import WorkerApi
 
@@ -58,14 +58,12 @@ class Worker:
         *,
         epoch: str | None = None,
         local: LocalPublishers | None = None,
-        credentials: Credentials | None = None,
         replicas: Sequence[RepositorySpec] = (),
-        allowed_hosts: frozenset[str] | None = None,
+        trust: Trust = OPEN,
     ) -> None:
-        """``credentials``: the workflow's secret, if it has one (pan.auth): the API then needs the read token, the
-        lease is signed and the pulls show the token. ``replicas``: the workflow's further repositories, which
-        the lease also registers with and the pulls also ask. ``allowed_hosts``: the only hosts the pulls may
-        pull from."""
+        """``replicas``: the workflow's further repositories, which the lease also registers with and the pulls
+        also ask. ``trust``: the workflow's secret (the API then needs the read token, the lease is signed and
+        the pulls show the token), allowed hosts (the only ones pulled from) and TLS (HTTPS both ways)."""
         component_type = get_component_type(spec.type)
         if component_type is None:
             raise ValueError(f"unknown worker type {spec.type!r}")
@@ -73,8 +71,7 @@ class Worker:
         self.repository = repository
         self.repositories = [(r.host, r.port) for r in (repository, *replicas)]
         self.local = local  # this peer's directory of in-process publishers, if any
-        self.credentials = credentials
-        self.allowed_hosts = allowed_hosts
+        self.trust = trust
         self.epoch = epoch or uuid.uuid4().hex[:16]
         self.log = logging.getLogger(f"pan.worker.{spec.name}")
         self.level = component_type.repeater_level(spec)
@@ -94,7 +91,7 @@ class Worker:
             ComponentContext(spec=spec, inputs=self.inputs, outputs=self.outputs, log=self.log)
         )
         self.api = WorkerApi(self)
-        self.server = HttpServer(self.api.app, spec.host, spec.port)
+        self.server = HttpServer(self.api.app, spec.host, spec.port, ssl_context=trust.server_tls(spec.host))
         self._session: aiohttp.ClientSession | None = None
         self._tasks: asyncio.Task[None] | None = None  # runs the TaskGroup of pulls, component and lease
         self.lease: Lease | None = None  # the outputs' registration, once the port is known
@@ -116,7 +113,7 @@ class Worker:
         )
         clients = [
             RepositoryClient(address, session=self._session, timeout_s=REPOSITORY_TIMEOUT_S,
-                             credentials=self.credentials)
+                             credentials=self.trust.credentials, tls=self.trust.client_tls())
             for address in self.repositories
         ]
         self.lease = Lease(clients, registration, self.repository.refresh_ms / 1000, self.log)
@@ -184,8 +181,9 @@ class Worker:
             session=self._session,
             local=self.local,
             wake_on_meta=True,  # K notices and watermarks must reach this worker's ordering unit at once
-            token=None if self.credentials is None else self.credentials.read_token,
-            allowed_hosts=self.allowed_hosts,
+            token=self.trust.token,
+            allowed_hosts=self.trust.allowed_hosts,
+            tls=self.trust.client_tls(),
         )
 
 

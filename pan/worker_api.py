@@ -55,7 +55,8 @@ class WorkerApi:
         #: ``PAN_WIRE`` is not ``json``); False makes this worker an older, JSON-only peer.
         self.arrow = arrow_pages.enabled() if arrow is None else arrow
         #: With the workflow's secret, every route but ``/health`` needs the read token (pan.auth).
-        self.gate = None if worker.credentials is None else Gate(worker.credentials)
+        credentials = worker.trust.credentials
+        self.gate = None if credentials is None else Gate(credentials)
         self.app = make_app(gate=self.gate)
         self.app.add_routes(
             [

@@ -23,6 +23,7 @@ from pan.catalog import get_component_type
 from pan.decoders import claiming_decoder
 from pan.specs import DEFAULT_REFRESH_MS, RepositorySpec, WorkerSpec, Workflow, WorkflowError
 from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE
+from pan.tls import TlsFiles
 from pan.web import is_host
 
 MAX_BUFFER_SIZE = 10_000_000
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 __all__ = ["RepositorySpec", "WorkerSpec", "Workflow", "WorkflowError", "load_workflow", "on_free_ports",
            "parse_workflow"]
 
-TOP_KEYS = {"name", "description", "repository", "workers", "auth", "allowed_hosts"}
+TOP_KEYS = {"name", "description", "repository", "workers", "auth", "allowed_hosts", "tls"}
+TLS_KEYS = {"ca", "cert", "key"}
 AUTH_KEYS = {"secret_file", "secret_env"}
 REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
 WORKER_REQUIRED = ("name", "type", "host", "port")
@@ -80,8 +82,11 @@ def load_workflow(path: str | Path) -> Workflow:
     except orjson.JSONDecodeError as exc:
         raise WorkflowError([f"bad JSON: {exc}"], source) from None
     workflow = parse_workflow(data, source)
+    folder = Path(path).resolve().parent  # the workflow's own files are named from where it is
     if workflow.auth is not None and workflow.auth.file is not None and not workflow.auth.file.is_absolute():
-        workflow.auth = SecretSource(file=Path(path).resolve().parent / workflow.auth.file)
+        workflow.auth = SecretSource(file=folder / workflow.auth.file)
+    if workflow.tls is not None:
+        workflow.tls = workflow.tls.resolved(folder)
     return workflow
 
 
@@ -189,8 +194,20 @@ class _Parser:
                             replicas=replicas)
         if "allowed_hosts" in data:
             workflow.allowed_hosts = self.allowed_hosts(data["allowed_hosts"], workflow)
+        if "tls" in data:
+            workflow.tls = self.tls(data["tls"])
         return workflow
 
+    def tls(self, raw: object) -> TlsFiles | None:
+        """``{"ca": PATH, "cert": PATTERN, "key": PATTERN}``, ``{host}`` in the patterns for each server's host."""
+        if not isinstance(raw, dict):
+            self.bad("tls", f"must be an object, got {_type_name(raw)}")
+            return None
+        self.unknown_keys("tls", raw, TLS_KEYS)
+        ca, cert, key = (self.string("tls", raw, k, required=True) for k in ("ca", "cert", "key"))
+        if not (ca and cert and key):
+            return None
+        return TlsFiles(Path(ca), cert, key)
     def allowed_hosts(self, raw: object, workflow: Workflow) -> frozenset[str] | None:
         """``"workflow"`` (the hosts its workers and repositories are on) or a list of hosts."""
         if raw == "workflow":

@@ -21,6 +21,7 @@ from pan.lifeline import shared_lifeline
 from pan.local import LocalPublishers
 from pan.repository import RepositoryServer
 from pan.specs import Workflow
+from pan.trust import Trust
 from pan.web import free_port
 from pan.worker import Worker
 from pan.workflow import parse_workflow
@@ -138,7 +139,7 @@ class WorkerGroup:
         for spec in workflow.workers:
             if names is None or spec.name in names:
                 worker = Worker(spec, workflow.repository, local=self.local, replicas=workflow.replicas,
-                                allowed_hosts=workflow.allowed_hosts)
+                                trust=Trust.of(workflow))
                 await worker.start()
                 self.workers.append(worker)
                 started.append(worker)

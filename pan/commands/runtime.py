@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import ssl
 import sys
 from pathlib import Path
 
@@ -16,12 +17,15 @@ from pan import arrow_pages, eventloop
 from pan.auth import AuthError, SecretSource
 from pan.client import StreamSubscriber, SubscriberError
 from pan.fetcher import default_wire
-from pan.launcher import Launcher, is_loopback
+from pan.launcher import Launcher, is_local_host, is_loopback
 from pan.lifeline import die_with_launcher
 from pan.peer import run_peer
 from pan.repository import DEFAULT_PORT, RepositoryServer
 from pan.repository_client import parse_address, parse_addresses
 from pan.specs import Workflow, WorkflowError
+from pan.tls import TlsError, client_context, make_certificates, server_context
+from pan.trust import Trust
+from pan.web import is_host
 from pan.workflow import load_workflow
 
 TOKEN_ENV = "PAN_TOKEN"
@@ -39,11 +43,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="only publishers on these hosts may register (repeatable; default: any)")
     p.add_argument("--replica", action="append", default=[], metavar="HOST:PORT",
                    help="another repository of the workflow: this one adopts its registrations at start (repeatable)")
+    p.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate (with --tls-key)")
+    p.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    p.add_argument("--tls-ca", metavar="PEM", help="the CA that signs the replicas' certificates (with --replica)")
     secret = p.add_mutually_exclusive_group()
     secret.add_argument("--secret-file", metavar="PATH",
                         help="the workflow's secret: publish/unpublish must be signed, reads need the read token")
     secret.add_argument("--secret-env", metavar="NAME", help="as --secret-file, from this environment variable")
     p.set_defaults(handler=cmd_repository)
+
+    p = subparsers.add_parser("certs", help="make a private CA and a TLS certificate per host (needs pan[tls])")
+    p.add_argument("hosts", nargs="+", metavar="HOST", help="the hosts servers run on (IP addresses or names)")
+    p.add_argument("--out", required=True, help="folder for ca.pem, HOST.pem and HOST.key")
+    p.add_argument("--days", type=int, default=30, help="validity (default: %(default)s days)")
+    p.set_defaults(handler=cmd_certs)
 
     p = subparsers.add_parser("token", help="print the read token of a workflow with a secret (for readers)")
     p.add_argument("workflow")
@@ -78,6 +91,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="page format on the wire (default: json, or arrow with PAN_WIRE=arrow); "
         "the output is JSON lines either way",
     )
+    p.add_argument("--ca", metavar="PEM", help="HTTPS: trust the workflow's CA (its `tls.ca`) for every server")
     p.add_argument("--token-file", metavar="PATH",
                    help=f"the read token of a workflow with a secret (`pan token`; default: ${TOKEN_ENV})")
     p.set_defaults(handler=cmd_subscribe)
@@ -117,6 +131,16 @@ def cmd_repository(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"pan repository: --replica: {exc}", file=sys.stderr)
         return 2
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("pan repository: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    try:
+        tls = None if args.tls_cert is None else (
+            server_context(Path(args.tls_cert), Path(args.tls_key)),
+            client_context(Path(args.tls_ca)) if args.tls_ca else ssl.create_default_context())
+    except TlsError as exc:
+        print(f"pan repository: {exc}", file=sys.stderr)
+        return 2
 
     async def main() -> None:
         # Handlers go in before the banner: whoever reads the banner may signal at once.
@@ -125,7 +149,8 @@ def cmd_repository(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         server = RepositoryServer(args.host, args.port, credentials=credentials, replicas=replicas,
-                                  allowed_hosts=None if args.allow_host is None else frozenset(args.allow_host))
+                                  allowed_hosts=None if args.allow_host is None else frozenset(args.allow_host),
+                                  tls=tls)
         await server.start()
         print(f"repository listening on {args.host}:{server.port} ({eventloop.running_loop_name()})", file=sys.stderr,
               flush=True)
@@ -144,13 +169,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if workflow is None:
         return 1
     if workflow.auth is None:
-        warn_if_open([workflow.repository.host, *(w.host for w in workflow.workers)], "pan run")
-    else:
-        try:
-            workflow.auth.load()  # before anything starts: one clear line rather than every child failing
-        except AuthError as exc:
-            print(f"pan run: {exc}", file=sys.stderr)
-            return 2
+        warn_if_open([r.host for r in workflow.repositories] + [w.host for w in workflow.workers], "pan run")
+    try:  # before anything starts: one clear line rather than every child failing
+        trust = Trust.of(workflow)
+        for host in {r.host for r in workflow.repositories} | {w.host for w in workflow.workers}:
+            if is_local_host(host):
+                trust.server_tls(host)
+    except (AuthError, TlsError) as exc:
+        print(f"pan run: {exc}", file=sys.stderr)
+        return 2
     try:
         launcher = Launcher(args.workflow, workflow, args.peer)
     except ValueError as exc:
@@ -174,6 +201,20 @@ def warn_if_open(hosts: list[str], command: str) -> None:
         print(f"{command}: warning: binding {', '.join(exposed)} without a secret: anyone who can reach "
               "it may publish, unpublish and read streams (give the workflow an \"auth\" secret)",
               file=sys.stderr, flush=True)
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    bad = [host for host in args.hosts if not is_host(host)]
+    if bad or args.days < 1:
+        print(f"pan certs: {'--days must be >= 1' if not bad else 'not a host: ' + ', '.join(bad)}", file=sys.stderr)
+        return 2
+    try:
+        files = make_certificates(Path(args.out), args.hosts, days=args.days)
+    except (TlsError, OSError) as exc:
+        print(f"pan certs: {exc}", file=sys.stderr)
+        return 2
+    print(orjson.dumps({"ca": str(files.ca), "cert": files.cert, "key": files.key}).decode())
+    return 0
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -216,6 +257,11 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"pan subscribe: --token-file: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    try:
+        tls = None if args.ca is None else client_context(Path(args.ca))
+    except TlsError as exc:
+        print(f"pan subscribe: --ca: {exc}", file=sys.stderr)
+        return 2
 
     async def main() -> None:
         out = sys.stdout.buffer
@@ -231,6 +277,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             gaps=args.gaps == "write",
             wire=wire,
             token=token,
+            tls=tls,
         ) as subscriber:
             async for batch in subscriber.batches():
                 lines = []
