@@ -19,6 +19,7 @@ from collections.abc import Callable
 BENCHMARKS: dict[str, str] = {
     "runtime": "benchmarks.runtime_bench",
     "wire": "benchmarks.wire_bench",
+    "security": "benchmarks.security_bench",
     "ordering": "benchmarks.ordering_bench",
     "ball": "benchmarks.ball_bench",
     "simulation": "benchmarks.simulation_bench",

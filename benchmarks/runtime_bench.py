@@ -141,21 +141,25 @@ async def send_all(port: int, lines: list[bytes], chunk: int = 20_000) -> None:
             await writer.wait_closed()
 
 
-async def output_lasts(session: aiohttp.ClientSession, worker_port: int) -> dict[str, int]:
-    async with session.get(f"http://{HOST}:{worker_port}/streams") as response:
+async def output_lasts(session: aiohttp.ClientSession, worker_port: int, **request: Any) -> dict[str, int]:
+    """Each output's last index (``request``: e.g. ``headers`` with a token, ``ssl`` and ``scheme`` for HTTPS)."""
+    scheme = request.pop("scheme", "http")
+    async with session.get(f"{scheme}://{HOST}:{worker_port}/streams", **request) as response:
         info = orjson.loads(await response.read())
     return {name: out["last"] for name, out in info["outputs"].items()}
 
 
 async def fill(
-    session: aiohttp.ClientSession, proc: WorkerProcess, lines: list[bytes], expect: dict[str, int], timeout_s: float
+    session: aiohttp.ClientSession, proc: WorkerProcess, lines: list[bytes], expect: dict[str, int], timeout_s: float,
+    **request: Any,
 ) -> float:
-    """Write ``lines`` into the ingest port; wait until every stream holds its last index."""
+    """Write ``lines`` into the ingest port; wait until every stream holds its last index (``request``: as for
+    ``output_lasts``)."""
     started = time.perf_counter()
     await send_all(proc.info["ingest_port"], lines)
     deadline = started + timeout_s
     while True:
-        lasts = await output_lasts(session, proc.info["worker_port"])
+        lasts = await output_lasts(session, proc.info["worker_port"], **dict(request))
         if all(lasts.get(name, -1) >= last for name, last in expect.items()):
             return time.perf_counter() - started
         if time.perf_counter() > deadline:

@@ -3,7 +3,8 @@
 Run as ``python -m benchmarks.runtime_worker CONFIG_JSON`` by the benchmark
 (benchmarks/runtime_bench.py); it prints one JSON line with its pid and
 ports once it serves. CONFIG_JSON: ``streams``, ``buffer_size``, and
-optionally ``name`` and ``repository_port``.
+optionally ``name``, ``repository_port``, ``secret`` (a workflow secret, text) and
+``tls`` (``{"ca", "cert", "key"}`` as in a workflow, `pan bench security`).
 """
 
 from __future__ import annotations
@@ -34,18 +35,28 @@ def forwarder_spec(name: str, streams: list[str], buffer_size: int) -> WorkerSpe
 
 
 async def serve(config: dict[str, Any]) -> None:
+    from pathlib import Path
+
+    from pan.auth import Credentials
     from pan.repository import RepositoryServer
     from pan.specs import RepositorySpec
+    from pan.tls import TlsFiles
+    from pan.trust import Trust
     from pan.worker import Worker
 
+    tls = config.get("tls")
+    trust = Trust(credentials=Credentials(config["secret"].encode()) if config.get("secret") else None,
+                  tls=None if tls is None else TlsFiles(Path(tls["ca"]), tls["cert"], tls["key"]))
     repository = None
     repository_port = config.get("repository_port")
     if not repository_port:
-        repository = RepositoryServer(HOST, 0)
+        server_tls, client_tls = trust.server_tls(HOST), trust.client_tls()
+        contexts = None if server_tls is None or client_tls is None else (server_tls, client_tls)
+        repository = RepositoryServer(HOST, 0, credentials=trust.credentials, tls=contexts)
         await repository.start()
         repository_port = repository.port
     spec = forwarder_spec(config.get("name", "bench-forwarder"), config["streams"], int(config["buffer_size"]))
-    worker = Worker(spec, RepositorySpec(HOST, repository_port))
+    worker = Worker(spec, RepositorySpec(HOST, repository_port), trust=trust)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
