@@ -348,3 +348,15 @@ def test_a_data_folder_that_is_not_a_split_is_a_clear_error(name: str, tmp_path:
                               capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode != 0 and "not a folder written by `pan split`" in done.stderr, done.stderr[-2000:]
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.process
+def test_security_tiny_reads_every_variant_whole(tmp_path: Path) -> None:
+    report = tmp_path / "report.md"
+    summary = bench("security", "--quick", "--reps", "1", "--write", str(report), timeout=300)
+    variants = summary["variants"]
+    assert set(variants) == {"open", "token", "tls", "token+tls"}
+    assert variants["open"]["ratio_to_open"] == 1.0
+    assert all(v["median_tuples_per_s"] > 0 for v in variants.values())
+    assert all(cost > 0 for cost in summary["auth_us"].values())
+    assert "<!-- security-bench:start -->" in report.read_text() and "| token+tls |" in report.read_text()
