@@ -36,6 +36,7 @@ import orjson
 from aiohttp import web
 
 from pan.auth import Credentials, Gate
+from pan.metrics import CONTENT_TYPE as METRICS_TYPE
 from pan.metrics import MetricsText
 from pan.repository_client import MAX_PAGE_STREAMS, RepositoryClient, RepositoryUnavailable
 from pan.web import (
@@ -613,11 +614,14 @@ class RepositoryServer:
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
         metrics = MetricsText(role="repository")
-        metrics.add("pan_repository_streams", self.registry.stream_count)
-        metrics.add("pan_repository_registrations", len(self.registry))
-        metrics.add("pan_repository_publishers", self.registry.publisher_count)
+        metrics.add("pan_repository_streams", self.registry.stream_count, help="streams with a registration")
+        metrics.add("pan_repository_registrations", len(self.registry), help="registrations (stream, publisher)")
+        metrics.add("pan_repository_publishers", self.registry.publisher_count, help="distinct publishers")
+        metrics.add("pan_repository_adopted_total", self.adopted, "counter",
+                    help="registrations adopted from replicas at start")
         for reason in ("publisher_streams", "registry_full", "host_not_allowed"):
-            metrics.add("pan_repository_refused_total", self.refused[reason], "counter", reason=reason)
+            metrics.add("pan_repository_refused_total", self.refused[reason], "counter",
+                        help="registrations refused, by reason", reason=reason)
         add_http_metrics(metrics, self.server)
-        return web.Response(text=metrics.render(), content_type="text/plain")
+        return web.Response(body=metrics.render(), headers={"Content-Type": METRICS_TYPE})
 

@@ -556,15 +556,20 @@ def add_http_metrics(metrics: MetricsText, server: HttpServer) -> None:
     """A server's refusal counters (bad requests by status, connection limits) as Prometheus samples."""
     stats = server.stats
     for status, count in sorted(stats.refused.items()):
-        metrics.add("pan_http_refused_total", count, "counter", status=str(status))
-    metrics.add("pan_http_connections_refused_total", stats.connections_refused, "counter")
-    metrics.add("pan_http_header_timeouts_total", stats.header_timeouts, "counter")
-    metrics.add("pan_http_body_timeouts_total", stats.body_timeouts, "counter")
-    metrics.add("pan_http_open_connections", stats.open_connections)
+        metrics.add("pan_http_refused_total", count, "counter", "requests refused, by HTTP status",
+                    status=str(status))
+    metrics.add("pan_http_connections_refused_total", stats.connections_refused, "counter",
+                "connections refused over the per-address cap")
+    metrics.add("pan_http_header_timeouts_total", stats.header_timeouts, "counter",
+                "requests whose header did not arrive in time")
+    metrics.add("pan_http_body_timeouts_total", stats.body_timeouts, "counter",
+                "requests whose body did not arrive in time")
+    metrics.add("pan_http_open_connections", stats.open_connections, "gauge", "open HTTP connections")
     gate = server.app.get(_GATE)
     if gate is not None:
         for reason, count in sorted(gate.refused.items()):
-            metrics.add("pan_auth_refused_total", count, "counter", reason=reason)
+            metrics.add("pan_auth_refused_total", count, "counter", "requests refused by the workflow's secret",
+                        reason=reason)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -19,6 +19,7 @@ from aiohttp import web
 from pan import arrow_pages
 from pan.accept import choose
 from pan.auth import Gate
+from pan.metrics import CONTENT_TYPE as METRICS_TYPE
 from pan.metrics import MetricsText
 from pan.web import (
     JSON_TYPE,
@@ -34,6 +35,8 @@ from pan.web import (
 )
 
 if TYPE_CHECKING:
+    from pan.channel import InputChannel
+    from pan.streams import OutputStream
     from pan.worker import Worker
 
 MAX_PAGE = 100_000  # tuples per /data answer
@@ -44,6 +47,36 @@ MAX_INDEX = 2**63 - 1
 #: What ``/data`` answers in, the default first: curl and browsers get JSON whatever they send.
 DATA_TYPES = (JSON_TYPE, arrow_pages.ARROW_TYPE)
 VARY = {"Vary": "Accept"}
+
+
+def _output_samples(out: OutputStream) -> list[tuple[str, str, str, float]]:
+    """(name, kind, help, value) of one output stream's samples."""
+    return [
+        ("pan_output_last_index", "gauge", "newest index the output stream holds (-1: none)", out.buffer.last),
+        ("pan_output_held_tuples", "gauge", "tuples the output stream's buffer holds", len(out.buffer)),
+        ("pan_output_held_bytes", "gauge", "bytes of encoded tuples the output stream holds", out.held_bytes),
+        ("pan_output_appended_total", "counter", "tuples appended to the output stream", out.appended),
+        ("pan_output_requests_total", "counter", "/data requests for the output stream", out.requests),
+        ("pan_output_served_tuples_total", "counter", "tuples served from the output stream", out.served_tuples),
+        ("pan_output_dropped_for_bytes_total", "counter", "tuples dropped early to stay within buffer_bytes",
+         out.dropped_for_bytes),
+    ]
+
+
+def _input_samples(inp: InputChannel) -> list[tuple[str, str, str, float]]:
+    """(name, kind, help, value) of one input's samples."""
+    c = inp.counters
+    return [
+        ("pan_input_last_index", "gauge", "newest index received on the input (-1: none)", inp.buffer.last),
+        ("pan_input_received_total", "counter", "tuples received on the input", c.received),
+        ("pan_input_missed_total", "counter", "tuples the publisher no longer held when asked", c.missed),
+        ("pan_input_resets_total", "counter", "times the producer restarted (a new epoch)", c.resets),
+        ("pan_input_failovers_total", "counter", "switches to another publisher after a failure", c.failovers),
+        ("pan_input_decode_errors_total", "counter", "pages that could not be used", c.decode_errors),
+        ("pan_input_bad_sources_total", "counter", "unusable publishers a repository named", c.bad_sources),
+        ("pan_input_waits_for_reader_total", "counter", "times the pull waited for the component to read",
+         c.waits_for_reader),
+    ]
 
 
 class WorkerApi:
@@ -137,35 +170,23 @@ class WorkerApi:
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
         worker = self.worker
-        metrics = MetricsText(worker=worker.spec.name)
+        metrics = MetricsText(worker=worker.spec.name, peer=worker.spec.peer)
         for name, out in worker.outputs.items():
-            metrics.add("pan_output_last_index", out.buffer.last, "gauge", stream=name)
-            metrics.add("pan_output_held_tuples", len(out.buffer), "gauge", stream=name)
-            metrics.add("pan_output_appended_total", out.appended, "counter", stream=name)
-            metrics.add("pan_output_requests_total", out.requests, "counter", stream=name)
-            metrics.add("pan_output_served_tuples_total", out.served_tuples, "counter", stream=name)
-            metrics.add("pan_output_held_bytes", out.held_bytes, "gauge", stream=name)
-            metrics.add("pan_output_dropped_for_bytes_total", out.dropped_for_bytes, "counter", stream=name)
+            for metric, kind, help_text, value in _output_samples(out):
+                metrics.add(metric, value, kind, help_text, stream=name)
         for name, inp in worker.inputs.items():
-            counters = inp.counters
-            metrics.add("pan_input_last_index", inp.buffer.last, "gauge", stream=name)
-            metrics.add("pan_input_received_total", counters.received, "counter", stream=name)
-            metrics.add("pan_input_missed_total", counters.missed, "counter", stream=name)
-            metrics.add("pan_input_resets_total", counters.resets, "counter", stream=name)
-            metrics.add("pan_input_failovers_total", counters.failovers, "counter", stream=name)
-            metrics.add("pan_input_decode_errors_total", counters.decode_errors, "counter", stream=name)
-            metrics.add("pan_input_bad_sources_total", counters.bad_sources, "counter", stream=name)
-            metrics.add("pan_input_waits_for_reader_total", counters.waits_for_reader, "counter", stream=name)
+            for metric, kind, help_text, value in _input_samples(inp):
+                metrics.add(metric, value, kind, help_text, input=name)
         component = worker.component.counters()
         ordering = component.get("ordering")
         if isinstance(ordering, dict) and "delay_histogram" in ordering:
             hist = ordering["delay_histogram"]
-            metrics.add_histogram(
-                "pan_ordering_delay_seconds", hist["buckets"], hist["sum_ps"], hist["count"], scale=1e-12
-            )
-        metrics.add_flat("pan_component", component)
+            metrics.add_histogram("pan_ordering_delay_seconds", hist["buckets"], hist["sum_ps"], hist["count"],
+                                  scale=1e-12, help="event time an event waited in the ordering unit")
+        streams = {**worker.outputs, **worker.inputs}
+        metrics.add_flat("pan_component", component, label_for=streams)
         add_http_metrics(metrics, worker.server)
-        return web.Response(text=metrics.render(), content_type="text/plain", charset="utf-8")
+        return web.Response(body=metrics.render(), headers={"Content-Type": METRICS_TYPE})
 
     async def handle_debug(self, request: web.Request) -> web.Response:
         worker = self.worker

@@ -28,6 +28,7 @@ from pan.repository import RepositoryServer
 from pan.web import HttpLimits, HttpServer, free_port, http_stats, json_response, make_app
 from pan.worker import Worker
 from tests.conftest import HOST, forwarder, make_workflow, wait_until
+from tests.support import prometheus
 
 # --- raw HTTP -----------------------------------------------------------------------------------
 
@@ -206,7 +207,7 @@ async def test_refusal_log_is_rate_limited_but_every_refusal_is_counted(
     assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 3
     assert http_stats(repository.server.app).refused[400] == 10
     async with aiohttp.ClientSession() as session, session.get(f"http://{HOST}:{repository.port}/metrics") as response:
-        assert 'pan_http_refused_total{role="repository",status="400"} 10' in await response.text()
+        assert prometheus.value(await response.text(), "pan_http_refused_total", role="repository", status="400") == 10
 
 
 # --- finding 7: timeouts and the per-address cap -------------------------------------------------------

@@ -49,6 +49,7 @@ from tests.conftest import (
     wait_until,
     workflow_dict,
 )
+from tests.support import prometheus
 
 STOP_TIMEOUT_S = 30.0  # generous: the machine may be loaded; a spinning repeater never stops at all
 
@@ -334,8 +335,7 @@ async def test_a_workers_pull_shows_undecodable_pages_in_streams_and_metrics(
         await wait_until(lambda: decode_errors(), timeout_s=30)
         async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as response:
             text = await response.text()
-        (line,) = [row for row in text.splitlines() if row.startswith("pan_input_decode_errors_total{")]
-        assert float(line.rsplit(" ", 1)[1]) >= 1
+        assert prometheus.value(text, "pan_input_decode_errors_total", input="S") >= 1
 
 
 # --- finding 3: clients build URLs from validated parts ----------------------------------------------

@@ -20,6 +20,7 @@ from pan.repository import SWEEP_STEPS, Registry, RegistryLimits, RepositoryServ
 from pan.repository_client import RepositoryClient
 from pan.web import free_port
 from tests.conftest import HOST, get_json
+from tests.support import prometheus
 
 GOOD = {"s": "S0", "h": "127.0.0.1", "p": "9000"}
 
@@ -209,11 +210,9 @@ async def publish_many(repo: RepositoryServer, streams: list[str], port: int, **
     return await post(repo, orjson.dumps({"s": streams, "h": HOST, "p": port, **extra}))
 
 
-async def metric(repo: RepositoryServer, line_start: str) -> float:
+async def metric(repo: RepositoryServer, name: str, **labels: str) -> float:
     async with aiohttp.ClientSession() as session, session.get(url(repo, "metrics")) as response:
-        text = await response.text()
-    (value,) = [line.rsplit(" ", 1)[1] for line in text.splitlines() if line.startswith(line_start)]
-    return float(value)
+        return prometheus.value(await response.text(), name, **labels)
 
 
 async def test_streams_per_publisher_are_bounded(small_repository: RepositoryServer) -> None:
@@ -225,7 +224,7 @@ async def test_streams_per_publisher_are_bounded(small_repository: RepositorySer
     assert answer["status"] == "error" and "per publisher" in answer["error"]
     assert (await get_json(url(repo, "subscribe"), s="B000"))[0] == 404  # nothing of it was registered
     assert (await get_json(url(repo, "subscribe"), s="A049"))[0] == 200
-    assert await metric(repo, 'pan_repository_refused_total{role="repository",reason="publisher_streams"}') == 1
+    assert await metric(repo, "pan_repository_refused_total", reason="publisher_streams") == 1
 
 
 async def test_total_registrations_are_bounded_and_subscribe_still_answers(small_repository: RepositoryServer) -> None:
@@ -239,8 +238,8 @@ async def test_total_registrations_are_bounded_and_subscribe_still_answers(small
     for stream in ("A000", "B049", "C019"):
         status, answer = await get_json(url(repo, "subscribe"), s=stream)
         assert status == 200 and answer["stream"] == stream
-    assert await metric(repo, 'pan_repository_registrations{role="repository"}') == 120
-    assert await metric(repo, 'pan_repository_refused_total{role="repository",reason="registry_full"}') == 1
+    assert await metric(repo, "pan_repository_registrations", role="repository") == 120
+    assert await metric(repo, "pan_repository_refused_total", reason="registry_full") == 1
 
 
 async def test_lease_is_bounded(small_repository: RepositoryServer) -> None:

@@ -9,6 +9,7 @@ from pan.progress import StreamProgress
 from pan.repository import RepositoryServer
 from pan.worker import Worker
 from tests.conftest import WorkerGroup, forwarder, get_json, make_workflow
+from tests.support import prometheus
 
 
 @pytest.fixture
@@ -143,9 +144,9 @@ async def test_streams_health_metrics_debug(worker: Worker) -> None:
     assert (await get_json(f"{base}/health"))[1] == {"status": "ok", "worker": "F", "epoch": worker.epoch}
     status, metrics = await get_json(f"{base}/metrics")
     assert status == 200
-    assert 'pan_output_appended_total{worker="F",stream="S"} 7' in metrics
-    assert "# TYPE pan_output_appended_total counter" in metrics
-    assert 'pan_component_rows{worker="F"} 0' in metrics
+    assert prometheus.value(metrics, "pan_output_appended_total", worker="F", stream="S") == 7
+    assert prometheus.families(metrics)["pan_output_appended"] == "counter"
+    assert prometheus.value(metrics, "pan_component_rows", worker="F") == 0
     status, page = await get_json(f"{base}/debug")
     assert status == 200 and "<table" in page and ">S<" in page
 
