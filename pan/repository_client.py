@@ -260,6 +260,9 @@ class RepositoryClient:
             if leases:
                 params["leases"] = "true"
             status, body = await self._get_json("/streams", params)
+            if status in (401, 403) and isinstance(body, dict):
+                raise RepositoryUnavailable(f"repository {self.address} refused /streams ({status}): "
+                                            f"{str(body.get('error'))[:200]}")
             if status != 200 or not isinstance(body, dict) or not isinstance(body.get("streams"), dict):
                 raise RepositoryUnavailable(f"repository {self.address} answered /streams with {status}")
             streams.update(body["streams"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import signal
 import ssl
 import sys
@@ -16,19 +15,18 @@ import orjson
 from pan import arrow_pages, eventloop
 from pan.auth import AuthError, SecretSource
 from pan.client import StreamSubscriber, SubscriberError
+from pan.commands.connect import ConnectError, add_connection_arguments, connection, missing_stream, registered_streams
 from pan.fetcher import default_wire
 from pan.launcher import Launcher, is_local_host, is_loopback
 from pan.lifeline import die_with_launcher
 from pan.peer import run_peer
 from pan.repository import DEFAULT_PORT, RepositoryServer
-from pan.repository_client import parse_address, parse_addresses
+from pan.repository_client import parse_address
 from pan.specs import Workflow, WorkflowError
 from pan.tls import TlsError, client_context, make_certificates, server_context
 from pan.trust import Trust
 from pan.web import is_host
 from pan.workflow import load_workflow
-
-TOKEN_ENV = "PAN_TOKEN"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -74,8 +72,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("subscribe", help="print a stream's tuples as JSON lines")
     p.add_argument("stream")
-    p.add_argument("--repository", default=f"127.0.0.1:{DEFAULT_PORT}", metavar="HOST:PORT[,HOST:PORT...]",
-                   help="the workflow's repository, or all its repositories (asked in turn when one fails)")
+    add_connection_arguments(p)
+    p.add_argument("--wait", action="store_true",
+                   help="wait for a publisher of the stream rather than exit when the repository knows none")
     p.add_argument("--from", dest="start", choices=["earliest", "latest"], default="earliest")
     p.add_argument("--count", type=int, help="exit after this many tuples")
     p.add_argument("--norep", action="store_true", help="pull only from the original producer")
@@ -91,9 +90,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="page format on the wire (default: json, or arrow with PAN_WIRE=arrow); "
         "the output is JSON lines either way",
     )
-    p.add_argument("--ca", metavar="PEM", help="HTTPS: trust the workflow's CA (its `tls.ca`) for every server")
-    p.add_argument("--token-file", metavar="PATH",
-                   help=f"the read token of a workflow with a secret (`pan token`; default: ${TOKEN_ENV})")
     p.set_defaults(handler=cmd_subscribe)
 
 
@@ -232,43 +228,29 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_token(path: str | None) -> str | None:
-    """The token from ``--token-file``, else ``$PAN_TOKEN``, else None (``OSError`` if the file cannot be read)."""
-    if path is not None:
-        return Path(path).read_text().strip() or None
-    return os.environ.get(TOKEN_ENV, "").strip() or None
-
-
 def cmd_subscribe(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         print("pan subscribe: --count must be >= 1", file=sys.stderr)
-        return 2
-    try:
-        repository = parse_addresses(args.repository)
-    except ValueError as exc:
-        print(f"pan subscribe: --repository: {exc}", file=sys.stderr)
         return 2
     if args.format == "arrow" and not arrow_pages.available():
         print("pan subscribe: --format arrow needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
         return 2
     wire = args.format or default_wire()
     try:
-        token = read_token(args.token_file)
-    except OSError as exc:
-        print(f"pan subscribe: --token-file: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    try:
-        tls = None if args.ca is None else client_context(Path(args.ca))
-    except TlsError as exc:
-        print(f"pan subscribe: --ca: {exc}", file=sys.stderr)
+        conn = connection(args)
+    except ConnectError as exc:
+        print(f"pan subscribe: {exc}", file=sys.stderr)
         return 2
 
     async def main() -> None:
+        streams = await registered_streams(conn, args.connect_timeout)  # one line now, not a silent wait
+        if args.stream not in streams and not args.wait:
+            raise ConnectError(missing_stream(args.stream, streams))
         out = sys.stdout.buffer
         printed = 0  # tuples, not gap or reset lines
         async with StreamSubscriber(
             args.stream,
-            repository,
+            conn.repositories,
             start=args.start,
             reset=args.start,
             page_size=args.page_size,
@@ -276,8 +258,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             norep=args.norep,
             gaps=args.gaps == "write",
             wire=wire,
-            token=token,
-            tls=tls,
+            token=conn.token,
+            tls=conn.tls,
         ) as subscriber:
             async for batch in subscriber.batches():
                 lines = []
@@ -295,7 +277,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
         try:
             eventloop.run(main())
-        except SubscriberError as exc:
+        except (SubscriberError, ConnectError) as exc:
             print(f"pan subscribe: {exc}", file=sys.stderr)
             return 1
     return 0
