@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time

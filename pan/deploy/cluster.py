@@ -33,6 +33,7 @@ from pan.deploy.netns import NetnsError, sh
 NETWORK = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544's benchmarking range: the only one a cluster uses
 STATE_ROOT = Path(os.environ.get("PAN_CLUSTER_DIR", "/run/pan-cluster"))
 SSHD = Path("/usr/sbin/sshd")
+SFTP_SERVER = Path("/usr/lib/openssh/sftp-server")
 SSH_PORT = 22
 SSHD_START_S = 20.0
 MAX_HOSTS = 200
@@ -171,6 +172,7 @@ def sshd_config(state: ClusterState, host: Host) -> Path:
         f"PidFile {folder / f'sshd_{host.name}.pid'}",
         "LogLevel ERROR",
         "MaxStartups 100",
+        f"Subsystem sftp {SFTP_SERVER}",  # pan deploy copies files over SFTP
         "",
     ]))
     return config
