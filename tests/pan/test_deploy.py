@@ -1,7 +1,8 @@
 """`pan deploy` of the 3-peer full game onto a namespace cluster over real SSH (tests/support/cluster.py).
 
-Costs (2 cores): the session's install about 55 s the first time (4 venvs built in parallel, offline from the
-wheelhouse), `up` ~10 s, `down` ~10 s; the bad-inventory tests a few seconds each.
+Costs (2 cores, load 10-12 from other jobs): the module's install ~40 s (4 venvs made in parallel, offline
+from the wheelhouse), up/status/subscribe/down ~23 s, the bad-inventory test ~21 s (an update install of h1,
+SSH timeouts), the port test ~4 s: ~90 s in all.
 """
 
 from __future__ import annotations

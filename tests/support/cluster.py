@@ -1,8 +1,9 @@
 """A namespace cluster for the tests (pan/deploy/cluster.py) and a 3-peer full game installed on it.
 
-Session-scoped: the cluster takes a second, an install about a minute (one venv per host, offline from the
-wheelhouse), so every deploy test shares one of each. Tests that need them skip with the reason when this
-machine cannot make namespaces (not root, no iproute2, no sshd).
+Module-scoped, so that their teardown counts for the slow tests of the module: the cluster takes a second, an
+install about 40 s (one venv per host, offline from the wheelhouse), so the deploy tests share one of each.
+Tests that need them skip with the reason when this machine cannot make namespaces (not root, no iproute2,
+no sshd).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def skip_without_cluster() -> None:
         pytest.skip(f"no namespace cluster here: {reason}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def test_cluster() -> Iterator[Any]:
     """A cluster of HOSTS namespaces with sshd, removed at the end (also its namespaces' processes)."""
     skip_without_cluster()
@@ -63,7 +64,7 @@ def write_inventory(path: Path, cluster_name: str, remote_root: Path, workflow: 
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def installed(test_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The 3-peer full game installed on h1-h4 of the test cluster: its inventory and the install's output."""
     root = tmp_path_factory.mktemp("deploy")
