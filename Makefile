@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Under CI the slowest tests are listed at the end, to keep an eye on the suite's time.
 PYTEST_ARGS ?= $(if $(CI),--durations=25)
 
-.PHONY: demo test lint bench clean java
+.PHONY: demo test lint bench clean java sshd
 
 # Spark 4 needs Java 17 or newer: install it from Debian when it is missing and we may.
 java:
@@ -14,6 +14,13 @@ java:
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
 	else echo "Java 17+ is needed for the Spark jobs (e.g. apt-get install openjdk-17-jre-headless)"; exit 1; fi
+
+# pan cluster (the namespace hosts of the deploy tests) runs Debian's sshd in each namespace.
+sshd:
+	@if [ -x /usr/sbin/sshd ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq openssh-server >/dev/null; \
+	else echo "openssh-server is needed for the pan cluster tests (apt-get install openssh-server); they will skip"; fi
 
 # The runtime with its extras, and the benchmarks' own distribution (pan bench), both editable.
 $(STAMP): pyproject.toml benchmarks/pyproject.toml
@@ -25,7 +32,7 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml
 demo: $(STAMP) java
 	$(BIN)/pan demo
 
-test: $(STAMP) java
+test: $(STAMP) java sshd
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +47,8 @@ import orjson
 
 from benchmarks import common
 from pan import eventloop
+from pan.deploy import netns
+from pan.deploy.netns import sh
 
 HELP = "query delay vs added link latency (0..100 ms) and bandwidth, peers in network namespaces (root)"
 SECTION = "network-bench"
@@ -84,13 +85,6 @@ def floats(text: str) -> list[float]:
 # --- namespaces ---------------------------------------------------------------------------
 
 
-def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(list(args), capture_output=True, text=True, check=False)
-    if check and result.returncode != 0:
-        raise RuntimeError(f"`{' '.join(args)}` failed: {result.stderr.strip()}")
-    return result
-
-
 class Namespaces:
     """The namespaces, veths, addresses, routes and qdiscs of one run; ``delete()`` undoes all."""
 
@@ -124,11 +118,7 @@ class Namespaces:
     def set_bandwidth(self, mbit: float) -> None:
         """tbf on the egress of both ends of every link (netem is not available)."""
         for ns, dev in self.devices:
-            sh("tc", "-n", ns, "qdisc", "del", "dev", dev, "root", check=False)
-            if mbit > 0:
-                burst = max(32_000, int(mbit * 1e6 / 8 / 100))  # >= 10 ms worth of bytes
-                sh("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
-                   "burst", str(burst), "latency", "200ms")
+            netns.shape(ns, dev, bandwidth_mbit=mbit)
 
     def exec_args(self, role: str, *args: str) -> list[str]:
         return ["ip", "netns", "exec", self.names[role], *args]
@@ -141,19 +131,10 @@ class Namespaces:
 
 def can_run() -> str | None:
     """None if namespaces can be made here, else the reason."""
-    if sys.platform != "linux":
-        return "network namespaces need Linux"
-    if os.geteuid() != 0:
+    reason = netns.can_create_namespaces(common.ensure_tool("ip", "iproute2") or common.ensure_tool("tc", "iproute2"))
+    if reason and reason.startswith("needs root"):
         return "needs root (ip netns add, tc); run as root, e.g. `sudo .venv/bin/pan bench network`"
-    problem = common.ensure_tool("ip", "iproute2") or common.ensure_tool("tc", "iproute2")
-    if problem:
-        return problem
-    probe = f"panprobe{os.getpid()}"
-    result = sh("ip", "netns", "add", probe, check=False)
-    if result.returncode != 0:
-        return f"cannot create network namespaces: {result.stderr.strip()}"
-    sh("ip", "netns", "del", probe, check=False)
-    return None
+    return reason
 
 
 # --- the workflow and its processes --------------------------------------------------------

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 
 
-pytest_plugins = ["tests.support.processes"]
+pytest_plugins = ["tests.support.processes", "tests.support.cluster"]
 
 #: Fixtures that start OS processes: every test using one is a `process` test.
 PROCESS_FIXTURES = {"spark", "processes"}

@@ -1,0 +1,146 @@
+"""`pan deploy` of the 3-peer full game onto a namespace cluster over real SSH (tests/support/cluster.py).
+
+Costs (2 cores, load 10-12 from other jobs): the module's install ~40 s (4 venvs made in parallel, offline
+from the wheelhouse), up/status/subscribe/down ~23 s, the bad-inventory test ~21 s (an update install of h1,
+SSH timeouts), the port test ~4 s: ~90 s in all.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from pan.deploy import cluster, netns
+from tests.conftest import ROOT, sensor_row
+from tests.support.cluster import pan, write_inventory
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROWS = 200
+
+
+def deployed(installed: dict[str, Any]) -> dict[str, Any]:
+    """The workflow as the hosts run it (the install wrote it to every host)."""
+    return json.loads((installed["root"] / "hosts" / "h2" / "workflow.json").read_text())
+
+
+def recorded_pids(installed: dict[str, Any]) -> list[int]:
+    return [int(p.read_text()) for p in (installed["root"] / "hosts").glob("*/run/*.pid")]
+
+
+def test_install_puts_the_workflow_on_every_host_with_its_hosts_addresses(installed: dict[str, Any],
+                                                                          test_cluster: Any) -> None:
+    lines = installed["install"].stdout.splitlines()
+    assert sorted(line.split(":")[0] for line in lines) == ["h1", "h2", "h3", "h4"]
+    workflow = deployed(installed)
+    addresses = {h.name: h.address for h in test_cluster.hosts}
+    assert workflow["repository"]["host"] == addresses["h1"]
+    peer_host = {"peer1": "h2", "peer2": "h3", "peer3": "h4"}
+    assert all(w["host"] == addresses[peer_host[w["peer"]]] for w in workflow["workers"])
+    for name in ("h1", "h2", "h3", "h4"):
+        assert (installed["root"] / "hosts" / name / "venv" / "bin" / "pan").exists()
+
+
+def test_up_status_subscribe_from_another_host_and_down(installed: dict[str, Any], test_cluster: Any) -> None:
+    inventory = str(installed["inventory"])
+    up = pan("deploy", "up", inventory, timeout=300)
+    assert up.stdout.count("started") == 4, up.stdout
+    try:
+        status = json.loads(pan("deploy", "status", inventory, "--json").stdout)
+        assert status["errors"] == []
+        rows = {r["process"]: r for r in status["rows"]}
+        assert set(rows) == {"repository", "peer1", "peer2", "peer3"}
+        assert all(r["alive"] and r["health"] == "ok" for r in rows.values()), rows
+        assert all(rows[p]["streams"] > 0 for p in ("peer1", "peer2", "peer3")), rows
+
+        # Rows into peer1's forwarder on h2; a subscriber in h5's namespace reads them back through h1's repository.
+        workflow = deployed(installed)
+        forwarder = next(w for w in workflow["workers"] if "SENSOR4" in w["params"].get("inter_pan_inputs", []))
+        sent = [sensor_row(4, 10**12 + k * 10**9, k) for k in range(ROWS)]
+        with socket.create_connection((forwarder["host"], forwarder["params"]["ingest_port"]), timeout=30) as s:
+            s.sendall("".join(line + "\n" for line in sent).encode())
+        client = test_cluster.host("h5")
+        repository = f"{workflow['repository']['host']}:{workflow['repository']['port']}"
+        done = subprocess.run(["ip", "netns", "exec", client.namespace, sys.executable, "-m", "pan", "subscribe",
+                               "SENSOR4", "--repository", repository, "--count", str(ROWS)],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        got = [json.loads(line) for line in done.stdout.splitlines()]
+        tuples = [item for item in got if "i" in item]
+        assert [t["ts"] for t in tuples] == [10**12 + k * 10**9 for k in range(ROWS)]
+
+        logs = pan("deploy", "logs", inventory, "peer1", "-n", "50").stdout
+        assert "running" in logs
+    finally:
+        pids = recorded_pids(installed)
+        down = pan("deploy", "down", inventory, timeout=300)
+    assert down.stdout.count("stopped") == 4, down.stdout
+    assert pids and not [p for p in pids if psutil.pid_exists(p)]
+    assert recorded_pids(installed) == []
+    for host in test_cluster.hosts:  # only each host's sshd is left in its namespace
+        left = [psutil.Process(p).name() for p in netns.pids_in(host.namespace) if psutil.pid_exists(p)]
+        assert set(left) <= {"sshd"}, (host.name, left)
+
+
+def test_up_refuses_a_port_in_use_and_starts_nothing(installed: dict[str, Any], test_cluster: Any) -> None:
+    workflow = deployed(installed)
+    peer3 = next(w for w in workflow["workers"] if w["peer"] == "peer3")
+    namespace = test_cluster.host("h4").namespace
+    holder = subprocess.Popen(["ip", "netns", "exec", namespace, sys.executable, "-c",
+                               "import socket,sys,time; s=socket.socket(); "
+                               "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+                               f"s.bind(({peer3['host']!r}, {peer3['port']})); s.listen(); print('bound', flush=True);"
+                               " time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "bound"
+        done = pan("deploy", "up", str(installed["inventory"]), check=False, timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode == 1
+    assert f"h4: port(s) in use: {peer3['host']}:{peer3['port']}" in done.stdout
+    assert "nothing started" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    assert recorded_pids(installed) == []
+
+
+def test_a_bad_inventory_fails_before_anything_starts_with_one_line_per_problem(
+        installed: dict[str, Any], test_cluster: Any, tmp_path: Path) -> None:
+    workflow = ROOT / "workflows" / "full_game_3_peers.json"
+    unknown = write_inventory(tmp_path / "unknown.json", test_cluster.name, installed["root"] / "hosts", workflow,
+                              peers={"peer1": "h2", "peer2": "h9", "peer3": "h4"})
+    done = pan("deploy", "up", str(unknown), check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"pan deploy up: {unknown}: peers: peer peer2 is placed on host 'h9': unknown host"]
+
+    wrong_key = tmp_path / "wrong_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong_key)], check=True)
+    nobody = cluster.subnet_address(test_cluster.subnet, 250)  # on the cluster's bridge, but no host has it
+    hosts = {"h1": {"dir": str(installed["root"] / "hosts" / "h1")},  # installed: only a quick update
+             "h2": {"dir": str(tmp_path / "h2"), "ssh": {"key": str(wrong_key)}},
+             "h3": {"dir": str(tmp_path / "h3"), "python": "python3.0"},
+             "h4": {"dir": str(tmp_path / "h4"), "address": nobody, "ssh": {"timeout_s": 2}}}
+    bad = write_inventory(tmp_path / "bad.json", test_cluster.name, tmp_path, workflow)
+    data = json.loads(bad.read_text())
+    data["hosts"] = hosts
+    bad.write_text(json.dumps(data))
+    done = pan("deploy", "install", str(bad), check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    lines = sorted(done.stderr.strip().splitlines())
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("pan deploy install: h2: ") and "refused the key" in lines[0]
+    assert lines[1].startswith("pan deploy install: h3: no Python: `python3.0` is missing")
+    assert lines[2].startswith("pan deploy install: h4: ") and "unreachable" in lines[2]
+    assert not (tmp_path / "h3" / "venv").exists()  # the host without Python got nothing
+
+    done = pan("deploy", "up", str(bad), check=False)
+    assert done.returncode == 1 and "nothing started" in done.stdout
+    assert len([line for line in done.stdout.splitlines() if line.startswith(("h2:", "h3:", "h4:"))]) == 3
+    assert not list(tmp_path.glob("*/run/*.pid")) and recorded_pids(installed) == []
