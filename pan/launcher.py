@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pan.auth import SecretSource
@@ -72,7 +72,16 @@ def repository_alive(host: str, port: int, timeout_s: float = 0.5, tls: ssl.SSLC
 class Child:
     name: str
     process: subprocess.Popen[bytes]
+    args: list[str] = field(default_factory=list)  # what ``pan`` was started with, to start it again
     reported: bool = False
+    started_at: float = field(default_factory=time.monotonic)
+    restarts: int = 0
+    restart_at: float | None = None  # when a failed child is due to start again
+
+
+RESTART_POLICIES = ("no", "on-failure")
+RESTART_BACKOFF_S = (0.5, 30.0)  # the first wait before a restart, and the longest
+STABLE_AFTER_S = 60.0  # a child that ran this long before failing starts again after the first wait
 
 
 def tls_arguments(tls: TlsFiles | None, host: str) -> list[str]:
@@ -92,7 +101,13 @@ def secret_arguments(auth: SecretSource | None) -> list[str]:
 
 
 class Launcher:
-    def __init__(self, workflow_path: str | Path, workflow: Workflow, peers: list[str] | None = None) -> None:
+    def __init__(self, workflow_path: str | Path, workflow: Workflow, peers: list[str] | None = None,
+                 restart: str = "no") -> None:
+        """``restart="on-failure"``: a child that exits with an error (or is killed) starts again after a wait
+        that doubles with each failure in a row, up to ``RESTART_BACKOFF_S[1]``."""
+        if restart not in RESTART_POLICIES:
+            raise ValueError(f"restart policy {restart!r} is not one of {', '.join(RESTART_POLICIES)}")
+        self.restart = restart
         self.path = str(workflow_path)
         self.workflow = workflow
         all_peers = list(workflow.peers())
@@ -123,7 +138,7 @@ class Launcher:
         if self._lifeline is None:
             self._lifeline = Lifeline()
         process = subprocess.Popen([sys.executable, "-m", "pan", *args], **self._lifeline.spawn_options())
-        self.children.append(Child(name, process))
+        self.children.append(Child(name, process, list(args)))
         log.info("started %s (pid %d)", name, process.pid)
 
     def _wait_for_repository(self, repo: RepositorySpec, tls: ssl.SSLContext | None) -> None:
@@ -141,8 +156,10 @@ class Launcher:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.start()
-            while not self._stopping and any(c.process.poll() is None for c in self.children):
+            while not self._stopping and any(c.process.poll() is None or c.restart_at is not None
+                                             for c in self.children):
                 self._report_exits()
+                self._restart_due()
                 time.sleep(POLL_S)
             self._report_exits()
         finally:
@@ -161,8 +178,35 @@ class Launcher:
             code = child.process.poll()
             if code is not None and not child.reported:
                 child.reported = True
-                if not self._stopping:
-                    log.warning("%s exited with code %s", child.name, code)
+                if self._stopping:
+                    continue
+                why = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+                if self.restart == "on-failure" and code != 0:
+                    wait = self._backoff(child)
+                    child.restart_at = time.monotonic() + wait
+                    log.warning("%s %s; starting it again in %.1f s (restart %d)", child.name, why, wait,
+                                child.restarts + 1)
+                else:
+                    log.warning("%s %s", child.name, why)
+
+    @staticmethod
+    def _backoff(child: Child) -> float:
+        """Double the wait with each failure in a row; a child that had run for a while starts from the first."""
+        if time.monotonic() - child.started_at >= STABLE_AFTER_S:
+            child.restarts = 0
+        first, longest = RESTART_BACKOFF_S
+        return min(longest, first * 2 ** child.restarts)
+
+    def _restart_due(self) -> None:
+        assert self._lifeline is not None
+        now = time.monotonic()
+        for child in self.children:
+            if child.restart_at is not None and now >= child.restart_at:
+                child.process = subprocess.Popen([sys.executable, "-m", "pan", *child.args],
+                                                 **self._lifeline.spawn_options())
+                child.restart_at, child.reported, child.started_at = None, False, now
+                child.restarts += 1
+                log.info("started %s again (pid %d)", child.name, child.process.pid)
 
     def stop(self) -> None:
         """Peers first (they unpublish), then the repository."""

@@ -17,7 +17,7 @@ from pan.auth import AuthError, SecretSource
 from pan.client import StreamSubscriber, SubscriberError
 from pan.commands.connect import ConnectError, add_connection_arguments, connection, missing_stream, registered_streams
 from pan.fetcher import default_wire
-from pan.launcher import Launcher, is_local_host, is_loopback
+from pan.launcher import RESTART_POLICIES, Launcher, is_local_host, is_loopback
 from pan.lifeline import die_with_launcher
 from pan.peer import run_peer
 from pan.repository import DEFAULT_PORT, RepositoryServer
@@ -63,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser("run", help="start a workflow: the repository if local, and its peers")
     p.add_argument("workflow")
     p.add_argument("--peer", action="append", help="start only this peer (repeatable)")
+    p.add_argument("--restart", choices=RESTART_POLICIES, default="no",
+                   help="on-failure: start a peer (or the repository) again when it crashes or is killed, waiting "
+                        "0.5 s, then twice as long after each failure in a row, at most 30 s (default: %(default)s)")
     p.set_defaults(handler=cmd_run)
 
     p = subparsers.add_parser("peer", help="run one peer's workers in this process (used by `pan run`)")
@@ -175,7 +178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"pan run: {exc}", file=sys.stderr)
         return 2
     try:
-        launcher = Launcher(args.workflow, workflow, args.peer)
+        launcher = Launcher(args.workflow, workflow, args.peer, restart=args.restart)
     except ValueError as exc:
         print(f"pan run: {exc}", file=sys.stderr)
         return 2
