@@ -158,7 +158,11 @@ def cmd_repository(args: argparse.Namespace) -> int:
         finally:
             await server.stop()
 
-    eventloop.run(main())
+    try:
+        eventloop.run(main())
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        print(f"pan repository: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -190,6 +194,10 @@ def cmd_peer(args: argparse.Namespace) -> int:
     workflow = _load(args.workflow)
     if workflow is None:
         return 1
+    if args.name not in workflow.peers():
+        print(f"pan peer: {args.workflow} has no peer named {args.name!r}; its peers: "
+              f"{', '.join(workflow.peers())}", file=sys.stderr)
+        return 2
     return run_peer(workflow, args.name)
 
 

@@ -1,0 +1,36 @@
+"""Common mistakes with `pan` get one line on stderr and a non-zero exit, never a traceback (issue 15, item 2)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import HOST
+
+pytestmark = pytest.mark.process
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pan(*args: str) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "pan", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=180, check=False)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stderr.strip()
+
+
+def test_an_unknown_peer_is_named_with_the_ones_there_are() -> None:
+    code, err = pan("peer", "workflows/demo_forwarding.json", "--name", "nope")
+    assert code == 2 and err.count("\n") == 0 and "'nope'" in err and "peer1" in err
+
+
+def test_a_repository_port_in_use_is_one_line() -> None:
+    with socket.socket() as held:
+        held.bind((HOST, 0))
+        held.listen()
+        port = held.getsockname()[1]
+        code, err = pan("repository", "--host", HOST, "--port", str(port))
+    assert code == 1 and err.count("\n") == 0 and f"cannot listen on {HOST}:{port}" in err
