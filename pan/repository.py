@@ -20,7 +20,6 @@ import asyncio
 import bisect
 import contextlib
 import heapq
-import html
 import itertools
 import logging
 import random
@@ -35,6 +34,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from pan import pages
 from pan.auth import Credentials, Gate
 from pan.metrics import CONTENT_TYPE as METRICS_TYPE
 from pan.metrics import MetricsText
@@ -438,6 +438,7 @@ class RepositoryServer:
                 web.get("/subscribe", self.handle_subscribe),
                 web.get("/streams", self.handle_streams),
                 web.get("/debug", self.handle_debug),
+                web.get("/", self.handle_debug),
                 web.get("/health", self.handle_health),
                 web.get("/metrics", self.handle_metrics),
             ]
@@ -590,24 +591,22 @@ class RepositoryServer:
 
     async def handle_debug(self, request: web.Request) -> web.Response:
         page, cursor = self._page(request.query)
+        link_scheme = "http" if self.client_tls is None else "https"
         rows = []
         for name, pubs in page:
             for pub in sorted(pubs, key=lambda p: (p.lvl, p.host, p.port)):
-                rows.append(
-                    f"<tr><td>{html.escape(name)}</td><td>{html.escape(pub.host)}:{pub.port}</td>"
-                    f"<td>{'repeater' if pub.rep else 'producer'}</td><td>{pub.lvl}</td></tr>"
-                )
-        more = ""
+                rows.append({"stream": name, "role": "repeater" if pub.rep else "producer", "lvl": pub.lvl,
+                             **pages.endpoint_link(pub.host, pub.port, link_scheme)})
+        counts = Counter(row["endpoint"] for row in rows)
+        links = {row["endpoint"]: row["url"] for row in rows}
+        publishers = [{"endpoint": endpoint, "url": links[endpoint], "streams": count}
+                      for endpoint, count in sorted(counts.items())]
+        next_page = None
         if cursor is not None:
-            query = urllib.parse.urlencode({"after": cursor, "limit": request.query.get("limit", DEFAULT_PAGE_STREAMS)})
-            more = f'<p><a href="?{html.escape(query)}">next page</a></p>'
-        body = (
-            "<!doctype html><html><head><title>PAN repository</title></head><body>"
-            f"<h1>PAN repository</h1><p>{self.registry.stream_count} streams, {len(self.registry)} registrations</p>"
-            "<table border=1><tr><th>stream</th><th>publisher</th>"
-            "<th>role</th><th>level</th></tr>" + "".join(rows) + "</table>" + more + "</body></html>"
-        )
-        return web.Response(text=body, content_type="text/html")
+            next_page = "?" + urllib.parse.urlencode(
+                {"after": cursor, "limit": request.query.get("limit", DEFAULT_PAGE_STREAMS)})
+        return pages.render("repository.html", stream_count=self.registry.stream_count,
+                            registrations=len(self.registry), publishers=publishers, rows=rows, next_page=next_page)
 
     async def handle_health(self, request: web.Request) -> web.Response:
         return json_response({"status": "ok", "role": "repository"})

@@ -9,14 +9,13 @@ docs/openapi-worker.yaml.
 
 from __future__ import annotations
 
-import html
 import re
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
-from pan import arrow_pages
+from pan import arrow_pages, pages
 from pan.accept import choose
 from pan.auth import Gate
 from pan.metrics import CONTENT_TYPE as METRICS_TYPE
@@ -96,6 +95,7 @@ class WorkerApi:
                 web.get("/data", self.handle_data),
                 web.get("/streams", self.handle_streams),
                 web.get("/debug", self.handle_debug),
+                web.get("/", self.handle_debug),
                 web.get("/health", self.handle_health),
                 web.get("/metrics", self.handle_metrics),
             ]
@@ -191,16 +191,16 @@ class WorkerApi:
     async def handle_debug(self, request: web.Request) -> web.Response:
         worker = self.worker
         info = self.describe()
-        repositories = ", ".join(f"{host}:{port}" for host, port in worker.repositories)
-        page = (
-            f"<!doctype html><html><head><title>PAN worker {html.escape(worker.spec.name)}</title></head><body>"
-            f"<h1>{html.escape(worker.spec.name)} ({html.escape(worker.spec.type)})</h1>"
-            f"<p>epoch {worker.epoch}, level {worker.level}, repository {repositories}</p>"
-            + _table("Inputs", info["inputs"])
-            + _table("Outputs", info["outputs"])
-            + f"<h2>Component</h2><pre>{html.escape(str(info['component']))}</pre></body></html>"
+        link_scheme = "http" if worker.trust.tls is None else "https"
+        sections = []
+        for title, rows in (("Inputs", info["inputs"]), ("Outputs", info["outputs"])):
+            keys = sorted({key for row in rows.values() for key in row})
+            sections.append({"title": title, "rows": rows, "columns": keys})
+        return pages.render(
+            "worker.html", name=worker.spec.name, type=worker.spec.type, peer=worker.spec.peer, epoch=worker.epoch,
+            level=worker.level, sections=sections, component=pages.flat(info["component"]),
+            repositories=[pages.endpoint_link(host, port, link_scheme) for host, port in worker.repositories],
         )
-        return web.Response(text=page, content_type="text/html")
 
 
 def _as_arrow(body: bytes) -> bytes | None:
@@ -210,16 +210,3 @@ def _as_arrow(body: bytes) -> bytes | None:
     except orjson.JSONDecodeError:  # a number orjson cannot read back: JSON readers fail on it the same way
         return None
     return arrow_pages.encode_page(page)
-
-
-def _table(title: str, rows: dict[str, dict[str, Any]]) -> str:
-    """One HTML table, a row per stream and a column per key any row has."""
-    keys = sorted({key for row in rows.values() for key in row})
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in ["stream", *keys])
-    body = "".join(
-        "<tr><td>" + html.escape(name) + "</td>"
-        + "".join(f"<td>{html.escape(str(row.get(k, '')))}</td>" for k in keys)
-        + "</tr>"
-        for name, row in rows.items()
-    )
-    return f"<h2>{title}</h2><table border=1><tr>{head}</tr>{body}</table>"
