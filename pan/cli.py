@@ -41,9 +41,32 @@ class VersionAction(argparse.Action):
         parser.exit(message=f"pan {version('pan')} (event loop: {eventloop.loop_name()})\n")
 
 
+LOGGING_OPTIONS = {("-v", "--verbose"): "debug logging", ("-q", "--quiet"): "warnings and errors only"}
+
+
+def add_logging_options(parser: argparse.ArgumentParser, *, here: bool) -> None:
+    """``-v``/``-q`` on ``pan`` itself and on every subcommand, so that they work before or after it (a
+    subcommand that has an option of the same name keeps its own)."""
+    default = False if here else argparse.SUPPRESS  # a subcommand must not reset what was given before it
+    taken = {flag for action in parser._actions for flag in action.option_strings}
+    for flags, help_text in LOGGING_OPTIONS.items():
+        if not taken & set(flags):
+            parser.add_argument(*flags, action="store_true", default=default, help=help_text)
+
+
+def _finish_subcommands(parser: argparse.ArgumentParser) -> None:
+    """Every (nested) subcommand shows its defaults in ``--help`` and takes ``-v``/``-q``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                sub.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+                add_logging_options(sub, here=False)
+                _finish_subcommands(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pan", description="PAN: pull-based peer-to-peer analysis network")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_logging_options(parser, here=True)
     parser.add_argument("--no-uvloop", action="store_true",
                         help=f"run on asyncio's default event loop, also in child processes ({eventloop.ENV_VAR}=0)")
     parser.add_argument("--version", action=VersionAction)
@@ -57,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
             logging.getLogger(__name__).warning("command module %s is missing; its commands are off", entry.value)
             continue
         module.register(subparsers)
+    _finish_subcommands(parser)
     return parser
 
 
@@ -87,8 +111,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.no_uvloop:
         eventloop.turn_off_uvloop()
+    if args.verbose and args.quiet:
+        print("pan: -v and -q cannot go together", file=sys.stderr)
+        return 2
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

@@ -34,3 +34,14 @@ def test_a_repository_port_in_use_is_one_line() -> None:
         port = held.getsockname()[1]
         code, err = pan("repository", "--host", HOST, "--port", str(port))
     assert code == 1 and err.count("\n") == 0 and f"cannot listen on {HOST}:{port}" in err
+
+
+def test_verbosity_goes_before_or_after_the_subcommand_and_help_shows_defaults() -> None:
+    workflow = "workflows/demo_forwarding.json"
+    for args in (["-v", "validate", workflow], ["validate", "-v", workflow], ["validate", workflow, "-q"]):
+        assert pan(*args)[0] == 0, args
+    code, err = pan("validate", "-v", "-q", workflow)
+    assert code == 2 and "-v and -q" in err
+    done = subprocess.run([sys.executable, "-m", "pan", "streams", "--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, check=True)
+    assert "(default: 1.0)" in " ".join(done.stdout.split()) and "--quiet" in done.stdout
