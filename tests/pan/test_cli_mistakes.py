@@ -44,4 +44,4 @@ def test_verbosity_goes_before_or_after_the_subcommand_and_help_shows_defaults()
     assert code == 2 and "-v and -q" in err
     done = subprocess.run([sys.executable, "-m", "pan", "streams", "--help"], capture_output=True, text=True,
                           cwd=ROOT, timeout=120, check=True)
-    assert "(default: 1.0)" in " ".join(done.stdout.split()) and "--quiet" in done.stdout
+    assert "table (default: False)" in " ".join(done.stdout.split()) and "--quiet" in done.stdout
