@@ -8,6 +8,7 @@ from typing import Any
 from pan.catalog import register
 from pan.channel import InputChannel
 from pan.component import Component
+from pan.decoders import encode_rows
 from pan.ingest import INGEST_PARAMS, IngestServer, Row, parse_ingest_params
 from pan.progress import StreamProgress
 from pan.specs import WorkerSpec, ingest_port, inter_pan_inputs
@@ -84,9 +85,7 @@ class Forwarder(Component):
             output = self.ctx.outputs[stream]
             if output.progress.ended:
                 output.reopen()  # the stream goes on after its end after all
-            start = output.next_index
-            encode = self.ingest.row_format(stream).encode
-            output.extend_encoded([encode(start + n, row) for n, row in enumerate(rows)])
+            output.extend_encoded(encode_rows(self.ingest.row_format(stream), output.next_index, rows))
 
     async def stop(self) -> None:
         await self.ingest.stop()
