@@ -8,7 +8,7 @@ from typing import Any
 from pan.catalog import register
 from pan.channel import InputChannel
 from pan.component import Component
-from pan.decoders import encode_rows
+from pan.decoders import encode_batches
 from pan.ingest import INGEST_PARAMS, IngestServer, Row, parse_ingest_params
 from pan.progress import StreamProgress
 from pan.specs import WorkerSpec, ingest_port, inter_pan_inputs
@@ -81,11 +81,13 @@ class Forwarder(Component):
                 output.publish(StreamProgress(wm=ts))
 
     def _deliver(self, batches: dict[str, list[Row]]) -> None:
-        for stream, rows in batches.items():
-            output = self.ctx.outputs[stream]
+        outputs = self.ctx.outputs
+        starts = {stream: outputs[stream].next_index for stream in batches}
+        for stream, encoded in encode_batches(batches, starts, self.ingest.row_format).items():
+            output = outputs[stream]
             if output.progress.ended:
                 output.reopen()  # the stream goes on after its end after all
-            output.extend_encoded(encode_rows(self.ingest.row_format(stream), output.next_index, rows))
+            output.extend_encoded(encoded)
 
     async def stop(self) -> None:
         await self.ingest.stop()

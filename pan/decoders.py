@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol
 
-from pan.int_csv import IntCsvLayout, RowBlock
+from pan.int_csv import IntCsvLayout, RowBlock, encode_blocks
 from pan.streams import encode
 
 ENTRY_POINT_GROUP = "pan.decoders"
@@ -66,6 +66,27 @@ def encode_rows(fmt: RowFormat, start: int, rows: Sequence[Any]) -> list[bytes]:
         return rows.encode(start)
     row_encode = fmt.encode
     return [row_encode(start + n, row) for n, row in enumerate(rows)]
+
+
+def encode_batches(
+    batches: Mapping[str, Sequence[Any]], starts: Mapping[str, int], row_format: Callable[[str], RowFormat]
+) -> dict[str, list[bytes]]:
+    """Every stream's stored tuples, its indices from ``starts[stream]`` on, as ``encode_rows`` makes them.
+
+    The streams whose rows came from one parsed block are rendered together, in one pass (``encode_blocks``).
+    """
+    encoded: dict[str, list[bytes]] = {}
+    by_block: dict[int, list[str]] = {}
+    for stream, rows in batches.items():
+        if type(rows) is RowBlock:
+            by_block.setdefault(id(rows.block), []).append(stream)
+        else:
+            encoded[stream] = encode_rows(row_format(stream), starts[stream], rows)
+    for streams in by_block.values():
+        blocks = [batches[stream] for stream in streams]
+        rendered = encode_blocks(blocks, [starts[stream] for stream in streams])  # type: ignore[arg-type]
+        encoded.update(zip(streams, rendered, strict=True))
+    return {stream: encoded[stream] for stream in batches}
 
 
 class Rejections(Protocol):

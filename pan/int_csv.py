@@ -193,48 +193,98 @@ class RowBlock(Sequence[list[int]]):
 
     def encode(self, start: int) -> list[bytes]:
         """The stored tuples, indices from ``start`` on: byte-identical to the layout's ``json_format``."""
-        count = len(self.picks)
-        if count == 0:
-            return []
-        block, width = self.block, len(self.layout.fields)
-        templates = self.layout.templates()
-        template_blob = b"".join(templates)
-        template_sizes = np.array([len(t) for t in templates], dtype=np.int64)
-        template_at = len(block.data) + np.cumsum(template_sizes) - template_sizes
-        # Indices as right-aligned ASCII digits, _INDEX_WIDTH bytes per row.
-        index = np.arange(start, start + count, dtype=np.int64)
-        index_digits = np.searchsorted(_POW10, index, side="right").clip(min=1)
-        digit_rows = np.full((count, _INDEX_WIDTH), _ZERO, dtype=np.uint8)
-        remaining = index
-        for place in range(int(index_digits.max())):
-            digit_rows[:, _INDEX_WIDTH - 1 - place] += (remaining % 10).astype(np.uint8)
-            remaining = remaining // 10
-        source = np.concatenate([
-            np.frombuffer(block.data, dtype=np.uint8),
-            np.frombuffer(template_blob, dtype=np.uint8),
-            digit_rows.ravel(),
-        ])
-        digits_at = len(block.data) + len(template_blob)
-        # Pieces of a tuple: template 0, the index, (template k+1, field k) per field, the closing template.
-        pieces = 2 * width + 3
-        piece_start = np.empty((count, pieces), dtype=np.int64)
-        piece_size = np.empty((count, pieces), dtype=np.int64)
-        field_starts = block.starts[self.picks]
-        piece_start[:, 0], piece_size[:, 0] = template_at[0], template_sizes[0]
-        piece_start[:, 1] = digits_at + np.arange(count) * _INDEX_WIDTH + _INDEX_WIDTH - index_digits
-        piece_size[:, 1] = index_digits
-        piece_start[:, 2:-1:2] = template_at[1:-1]
-        piece_size[:, 2:-1:2] = template_sizes[1:-1]
-        piece_start[:, 3::2] = field_starts
-        piece_size[:, 3::2] = block.ends[self.picks] - field_starts
-        piece_start[:, -1], piece_size[:, -1] = template_at[-1], template_sizes[-1]
-        # Source offsets of every output byte: +1 within a piece, a jump at each piece's first byte (no piece
-        # is empty); one running sum makes them.
-        starts, sizes = piece_start.ravel(), piece_size.ravel()
-        written = np.cumsum(sizes)
-        steps = np.ones(int(written[-1]), dtype=np.int64)
-        steps[0] = starts[0]
-        steps[written[:-1]] = starts[1:] - (starts[:-1] + sizes[:-1] - 1)
-        tuples = source[np.cumsum(steps)].tobytes().split(b"\n")
-        tuples.pop()  # after the last newline
-        return tuples
+        index = np.arange(start, start + len(self.picks), dtype=np.int64)
+        return render(self.block, self.layout, self.picks, index)
+
+
+def encode_blocks(rows: Sequence[RowBlock], starts: Sequence[int]) -> list[list[bytes]]:
+    """The stored tuples of several streams' rows from the same block, each from its own start index.
+
+    One render for all of them: a block of many streams costs one pass, not one per stream.
+    """
+    if not rows:
+        return []
+    block, layout = rows[0].block, rows[0].layout
+    assert all(r.block is block for r in rows)
+    picks = np.concatenate([r.picks for r in rows])
+    index = np.concatenate([np.arange(start, start + len(r.picks), dtype=np.int64)
+                            for r, start in zip(rows, starts, strict=True)])
+    tuples = render(block, layout, picks, index)
+    out, at = [], 0
+    for r in rows:
+        out.append(tuples[at : at + len(r.picks)])
+        at += len(r.picks)
+    return out
+
+
+def render(block: ParsedBlock, layout: IntCsvLayout, picks: np.ndarray, index: np.ndarray) -> list[bytes]:
+    """Rows ``picks`` of ``block`` as stored tuples with the given indices, byte-identical to ``json_format``.
+
+    Every tuple is pieces of constant text, its index's digits and its fields' digits as received; the
+    output bytes are one gather from those.
+    """
+    count = len(picks)
+    if count == 0:
+        return []
+    width = len(layout.fields)
+    templates = layout.templates()
+    template_blob = b"".join(templates)
+    template_sizes = np.array([len(t) for t in templates], dtype=np.int64)
+    template_at = len(block.data) + np.cumsum(template_sizes) - template_sizes
+    # Indices as right-aligned ASCII digits, _INDEX_WIDTH bytes per row.
+    index_digits = np.searchsorted(_POW10, index, side="right").clip(min=1)
+    digit_rows = np.full((count, _INDEX_WIDTH), _ZERO, dtype=np.uint8)
+    remaining = index
+    for place in range(int(index_digits.max())):
+        digit_rows[:, _INDEX_WIDTH - 1 - place] += (remaining % 10).astype(np.uint8)
+        remaining = remaining // 10
+    source = np.concatenate([
+        np.frombuffer(block.data, dtype=np.uint8),
+        np.frombuffer(template_blob, dtype=np.uint8),
+        digit_rows.ravel(),
+    ])
+    digits_at = len(block.data) + len(template_blob)
+    # Pieces of a tuple: template 0, the index, (template k+1, field k) per field, the closing template.
+    pieces = 2 * width + 3
+    piece_start = np.empty((count, pieces), dtype=np.int64)
+    piece_size = np.empty((count, pieces), dtype=np.int64)
+    field_starts = block.starts[picks]
+    piece_start[:, 0], piece_size[:, 0] = template_at[0], template_sizes[0]
+    piece_start[:, 1] = digits_at + np.arange(count) * _INDEX_WIDTH + _INDEX_WIDTH - index_digits
+    piece_size[:, 1] = index_digits
+    piece_start[:, 2:-1:2] = template_at[1:-1]
+    piece_size[:, 2:-1:2] = template_sizes[1:-1]
+    piece_start[:, 3::2] = field_starts
+    piece_size[:, 3::2] = block.ends[picks] - field_starts
+    piece_start[:, -1], piece_size[:, -1] = template_at[-1], template_sizes[-1]
+    # Source offsets of every output byte: +1 within a piece, a jump at each piece's first byte (no piece
+    # is empty); one running sum makes them.
+    starts, sizes = piece_start.ravel(), piece_size.ravel()
+    written = np.cumsum(sizes)
+    steps, out = _SCRATCH.arrays(int(written[-1]))
+    steps.fill(1)
+    steps[0] = starts[0]
+    steps[written[:-1]] = starts[1:] - (starts[:-1] + sizes[:-1] - 1)
+    np.cumsum(steps, out=steps)
+    np.take(source, steps, out=out)
+    tuples = out.tobytes().split(b"\n")
+    tuples.pop()  # after the last newline
+    return tuples
+
+
+class _Scratch:
+    """The render's two big arrays, kept between calls: fresh ones of a few MB cost more in page faults
+    than the work done in them. (Ingest runs on one thread; the arrays never leave ``render``.)"""
+
+    def __init__(self) -> None:
+        self._steps = np.empty(0, dtype=np.int64)
+        self._out = np.empty(0, dtype=np.uint8)
+
+    def arrays(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        if len(self._steps) < size:
+            self._steps = np.empty(size, dtype=np.int64)
+            self._out = np.empty(size, dtype=np.uint8)
+        return self._steps[:size], self._out[:size]
+
+
+_SCRATCH = _Scratch()

@@ -15,7 +15,7 @@ import numpy as np
 import orjson
 import pytest
 
-from pan.decoders import encode_rows
+from pan.decoders import encode_batches, encode_rows
 from pan.ingest import END_OF_STREAM, Connection, IngestServer, IngestSettings, parse_ingest_params, send_lines
 from pan.int_csv import RowBlock, parse_block
 from pan.repository import RepositoryServer
@@ -55,12 +55,14 @@ async def ingest(chunks: list[bytes], *, parse_blocks: bool, expected: set[str] 
     run = Run()
     settings = IngestSettings(max_row_bytes=MAX_ROW, decoder=DebsCsvDecoder, parse_blocks=parse_blocks)
 
-    def deliver(batches: dict[str, Any]) -> None:
+    def deliver(batches: dict[str, Any]) -> None:  # as the forwarder does
+        starts = {stream: len(run.stored.get(stream, [])) for stream in batches}
+        encoded = encode_batches(batches, starts, server.row_format)
         for stream, rows in batches.items():
             run.blocks += type(rows) is RowBlock
             run.delivered.append((stream, list(rows)))
-            stored = run.stored.setdefault(stream, [])
-            stored += encode_rows(server.row_format(stream), len(stored), rows)
+            assert encode_rows(server.row_format(stream), starts[stream], rows) == encoded[stream]
+            run.stored.setdefault(stream, []).extend(encoded[stream])
 
     server = IngestServer(HOST, 0, expected, deliver, run.promises.append, settings)
     await server._consume(ChunkReader(chunks), Connection("sender"))  # type: ignore[arg-type]
