@@ -88,9 +88,13 @@ def _readable_lines(data: bytes, numbers: np.ndarray | None, keep: object) -> tu
 
 
 def _fields(buf: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Every field's bounds as (starts, ends), a row per line; None unless every line has ``width`` fields."""
+    """Every field's bounds as (starts, ends), a row per line; None unless every line has ``width`` fields.
+
+    The separators, cut into groups of ``width``, must be as many groups as lines, each ending with a newline:
+    then no group holds a newline inside (two lines of 6 and 7 fields are not one line of 13).
+    """
     separators = np.flatnonzero((buf == _COMMA) | (buf == _NEWLINE))
-    if len(separators) % width:
+    if len(separators) != width * np.count_nonzero(buf == _NEWLINE):  # as many groups as lines, and below
         return None
     ends = separators.reshape(-1, width)
     if len(ends) and not (buf[ends[:, -1]] == _NEWLINE).all():
@@ -143,7 +147,11 @@ def parse_block(data: bytes, layout: IntCsvLayout, max_row_bytes: int) -> Parsed
     # Every field is -?[0-9]+ now: numpy's C reader takes them all (beyond int64 it saturates: refused below).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        values = np.fromstring(data.replace(b"\n", b","), dtype=np.int64, sep=",").reshape(-1, width)
+        values = np.fromstring(data.replace(b"\n", b","), dtype=np.int64, sep=",")
+    if values.size != ends.size:  # the reader stopped early (it should not): leave every line to the per-line path
+        empty = np.empty((0, width), dtype=np.int64)
+        return ParsedBlock(data, numbers[:0], empty, empty, empty)
+    values = values.reshape(-1, width)
     first = buf[starts + negative]
     ok = (
         (digits <= MAX_DIGITS).all(axis=1)

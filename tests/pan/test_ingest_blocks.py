@@ -154,7 +154,7 @@ def bad_line(rng: random.Random, newest_ts: int) -> bytes:
     """One line of a randomly chosen kind that the per-line path refuses or treats specially."""
     row = good_row(rng)
     at = rng.randrange(len(row))
-    kind = rng.randrange(24)
+    kind = rng.randrange(25)
     if kind == 0:
         return csv(row[: rng.randint(1, len(row) - 1)])  # too few fields
     if kind == 1:
@@ -208,6 +208,9 @@ def bad_line(rng: random.Random, newest_ts: int) -> bytes:
         return orjson.dumps({"stream": f"SENSOR{row[0]}", **dict(zip(SENSOR_FIELDS, row, strict=True)), "sid": 3})
     if kind == 22:
         return csv(row).replace(b",", b",,", 1)  # an empty field, and one field too many
+    if kind == 23:
+        split_at = rng.randrange(1, len(row))  # two short lines with as many fields as one row between them
+        return csv(row[:split_at]) + b"\n" + csv(row[split_at:])
     return csv(row)[:-1] + b"\xff"
 
 
@@ -239,6 +242,14 @@ async def test_every_kind_of_bad_line_is_refused_alike_on_its_own() -> None:
         line = bad_line(rng, 10**15)
         good = [csv(good_row(rng, sid)) for sid in SENSORS]
         await assert_same([b"\n".join([good[0], line, *good[1:]]) + b"\n"])
+
+
+async def test_two_short_lines_are_not_taken_for_one_row() -> None:
+    row = [4, 10**15, *range(11)]
+    for split_at in range(1, len(row)):
+        lines = [csv(row), csv(row[:split_at]), csv(row[split_at:]), csv(row)]
+        run = await assert_same([b"\n".join(lines) + b"\n"])
+        assert run.counters["malformed"] == 2 and run.counters["rows"] == 2
 
 
 def test_the_switch_is_a_forwarder_param() -> None:
