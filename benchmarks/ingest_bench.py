@@ -3,7 +3,7 @@
 A real ``IngestServer`` (pan/ingest.py) with the ``debs_csv`` decoder runs
 in this process and stores what it receives the way a forwarder does
 (``encode_batches`` into an ``OutputStream`` per sensor stream). A sender
-process (``python -m benchmarks.ingest_bench send ...``) writes the match's
+process (``python -m benchmarks.ingest_parts``) writes the match's
 rows to it over loopback TCP as fast as the server takes them, either all
 of ``full-game`` over one connection (``--feed merged``) or one connection
 per sensor, each with its own rows (``--feed per-sensor``, like `pan
@@ -12,9 +12,10 @@ false (line by line, the reference) and true (a read at a time, with numpy).
 
 Reported per path: rows/s from the first delivered read to the last row
 stored (median, min-max), and this process's CPU time per row over the same
-span (it hosts only the server). A second table times the stored-tuple
-rendering alone on one read's rows: the block renderer, per-row %-formatting
-(the per-line path) and a dict through orjson.
+span (it hosts only the server). Two more tables time the parse and the
+rendering alone on one read's rows: the per-line decoder, the block parser and
+pyarrow's CSV reader; the block renderer, per-row %-formatting (the per-line
+path) and a dict through orjson.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,6 @@ from benchmarks import common
 
 HELP = "TCP ingest of a generated match into a real IngestServer: per-line vs block parsing, side by side"
 SECTION = "ingest-bench"
-SEND_PIECE = 64 * 1024
 FEEDS = ("merged", "per-sensor")
 
 
@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         generate(Path(tmp), args.minutes, seed=2013)
         files = feed_files(Path(tmp) / "full-game", args.feed)
         results.update(eventloop.run(measure(files, args.reps)))
+        results["parse"] = measure_parse(files, args.reps)
         results["render"] = measure_render(files, args.reps)
     results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     common.publish(results, args.write, SECTION, lambda: report(results))
@@ -147,7 +148,7 @@ async def one_run(files: list[Path], streams: set[str], rows: int, *, parse_bloc
     settings = IngestSettings(decoder=DebsCsvDecoder, parse_blocks=parse_blocks)
     server = IngestServer(common.HOST, 0, streams, deliver, settings=settings)
     await server.start()
-    sender = common.Child([sys.executable, "-m", "benchmarks.ingest_bench", "send", common.HOST, str(server.port),
+    sender = common.Child([sys.executable, "-m", "benchmarks.ingest_parts", common.HOST, str(server.port),
                            *map(str, files)], ready=False)
     try:
         await sender.start()
@@ -169,22 +170,72 @@ async def one_run(files: list[Path], streams: set[str], rows: int, *, parse_bloc
             "cpu_us_per_row": round(cpu / rows * 1e6, 3)}
 
 
+def one_read(files: list[Path]) -> bytes:
+    """The whole lines of the first 256 KiB the sender sends: what one read of the server holds."""
+    data = files[0].read_bytes()
+    return data[: data.rfind(b"\n", 0, 256 * 1024) + 1]
+
+
+def time_ways(ways: dict[str, Callable[[], Any]], rows: int, reps: int) -> dict[str, dict[str, float]]:
+    """Microseconds per row of each way, its runs interleaved with the others'."""
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(reps):
+        for name, way in ways.items():
+            began = time.perf_counter()
+            way()
+            times[name].append((time.perf_counter() - began) / rows * 1e6)
+    return {name: {"median": round(statistics.median(t), 3), "min": round(min(t), 3), "max": round(max(t), 3)}
+            for name, t in times.items()}
+
+
+def measure_parse(files: list[Path], reps: int) -> dict[str, Any]:
+    """Parse one read's lines: the per-line decoder, the numpy block parser and, if installed, pyarrow's CSV reader.
+
+    pyarrow's reader is timed on the parse alone: it would still need the strict syntax checks (it takes
+    " 5" or "+5") that the block parser does as it goes.
+    """
+    from pan.int_csv import parse_block
+    from simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS, DebsCsvDecoder
+
+    block_bytes = one_read(files)
+    lines = block_bytes.splitlines()
+    keys = {f"SENSOR{int(line.split(b',', 1)[0])}" for line in lines}
+    decoder = DebsCsvDecoder(keys, None)  # type: ignore[arg-type]  # every line is valid: nothing is refused
+    ways: dict[str, Callable[[], Any]] = {
+        "per-line decoder (regex, split, int)": lambda: [decoder.decode(line) for line in lines],
+        "block parser (numpy)": lambda: parse_block(block_bytes, CSV_LAYOUT, 16 * 1024),
+    }
+    try:
+        import io
+
+        import pyarrow as pa
+        from pyarrow import csv as pa_csv
+    except ImportError:
+        pass
+    else:
+        read = pa_csv.ReadOptions(column_names=list(SENSOR_FIELDS), use_threads=False)
+        convert = pa_csv.ConvertOptions(column_types=dict.fromkeys(SENSOR_FIELDS, pa.int64()))
+        ways["pyarrow.csv.read_csv (parse only)"] = lambda: pa_csv.read_csv(
+            io.BytesIO(block_bytes), read_options=read, convert_options=convert)
+    assert parse_block(block_bytes, CSV_LAYOUT, 16 * 1024).values.tolist() == [row for _, row in ways[
+        "per-line decoder (regex, split, int)"]()], "parsers disagree"
+    return {"rows": len(lines), "us_per_row": time_ways(ways, len(lines), max(reps, 5) * 4)}
+
+
 def measure_render(files: list[Path], reps: int) -> dict[str, Any]:
-    """Time rendering one read's worth of one stream's rows as stored tuples, three ways, interleaved."""
+    """Render one read's rows as stored tuples three ways (all of one read in one call, as the forwarder does)."""
     import numpy as np
     import orjson
 
     from pan.int_csv import RowBlock, parse_block
     from simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS
 
-    data = files[0].read_bytes()
-    block_bytes = data[: data.rfind(b"\n", 0, 256 * 1024) + 1]
-    block = parse_block(block_bytes, CSV_LAYOUT, 16 * 1024)
+    block = parse_block(one_read(files), CSV_LAYOUT, 16 * 1024)
     rows = RowBlock(block, np.arange(len(block.taken)), CSV_LAYOUT)
     values = block.values.tolist()
     fmt, names = CSV_LAYOUT.json_format(), ("i", *SENSOR_FIELDS)
     start = 1_000_000
-    ways = {
+    ways: dict[str, Callable[[], Any]] = {
         "block render (numpy gather)": lambda: rows.encode(start),
         "per-row %-format (per-line path)": lambda: [fmt % (start + n, *row) for n, row in enumerate(values)],
         "dict + orjson": lambda: [orjson.dumps(dict(zip(names, (start + n, *row), strict=True)))
@@ -192,15 +243,7 @@ def measure_render(files: list[Path], reps: int) -> dict[str, Any]:
     }
     reference = ways["per-row %-format (per-line path)"]()
     assert all(way() == reference for way in ways.values()), "renderers disagree"
-    times: dict[str, list[float]] = {name: [] for name in ways}
-    for _ in range(max(reps, 5) * 4):
-        for name, way in ways.items():
-            began = time.perf_counter()
-            way()
-            times[name].append((time.perf_counter() - began) / len(values) * 1e6)
-    return {"rows": len(values), "us_per_row": {name: {"median": round(statistics.median(t), 3),
-                                                        "min": round(min(t), 3), "max": round(max(t), 3)}
-                                                 for name, t in times.items()}}
+    return {"rows": len(values), "us_per_row": time_ways(ways, len(values), max(reps, 5) * 4)}
 
 
 def report(results: dict[str, Any]) -> str:
@@ -214,13 +257,15 @@ def report(results: dict[str, Any]) -> str:
                          ("block (`parse_blocks: true`)", paths["block"]))],
         align="lrrrr",
     )
-    render = results["render"]
-    render_table = common.markdown_table(
-        ["Renderer", "us/row (median)", "Min - max"],
-        [[name, f"{t['median']:.3f}", f"{t['min']:.3f} - {t['max']:.3f}"]
-         for name, t in render["us_per_row"].items()],
-        align="lrr",
-    )
+    kernels = {
+        kind: common.markdown_table(
+            ["Way", "us/row (median)", "Min - max"],
+            [[name, f"{t['median']:.3f}", f"{t['min']:.3f} - {t['max']:.3f}"]
+             for name, t in results[kind]["us_per_row"].items()],
+            align="lrr",
+        )
+        for kind in ("parse", "render")
+    }
     return "\n".join([
         *common.report_head("## Ingest: per-line against block parsing", results),
         "",
@@ -236,31 +281,12 @@ def report(results: dict[str, Any]) -> str:
         f"Block against per-line: **{results['ratio_rows_per_s']:.2f}x** the rows/s, "
         f"**{results['ratio_cpu_per_row']:.2f}x** less CPU per row.",
         "",
-        f"Rendering the stored tuples alone, {render['rows']:,} rows of one 256 KiB read, "
-        f"{max(config['reps'], 5) * 4} interleaved reps (byte-identical outputs, checked):",
+        f"The two steps alone on one 256 KiB read ({results['parse']['rows']:,} rows), "
+        f"{max(config['reps'], 5) * 4} interleaved reps each. Parsing (the same values, checked):",
         "",
-        render_table,
+        kernels["parse"],
+        "",
+        "Rendering the stored tuples (byte-identical outputs, checked):",
+        "",
+        kernels["render"],
     ])
-
-
-def send(host: str, port: int, files: list[str]) -> None:
-    """The sender process: each file over its own connection, all open at once, written round-robin."""
-    payloads = [Path(f).read_bytes() for f in files]
-    conns = [socket.create_connection((host, port), timeout=60) for _ in payloads]
-    offsets = [0] * len(payloads)
-    pending = set(range(len(payloads)))
-    while pending:
-        for n in sorted(pending):
-            piece = payloads[n][offsets[n] : offsets[n] + SEND_PIECE]
-            conns[n].sendall(piece)
-            offsets[n] += len(piece)
-            if offsets[n] >= len(payloads[n]):
-                conns[n].close()
-                pending.discard(n)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) < 5 or sys.argv[1] != "send":
-        print("usage: python -m benchmarks.ingest_bench send HOST PORT FILE...", file=sys.stderr)
-        sys.exit(2)
-    send(sys.argv[2], int(sys.argv[3]), sys.argv[4:])
