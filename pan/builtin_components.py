@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from pan.catalog import register
@@ -80,7 +81,7 @@ class Forwarder(Component):
             if current is None or ts > current:
                 output.publish(StreamProgress(wm=ts))
 
-    def _deliver(self, batches: dict[str, list[Row]]) -> None:
+    def _deliver(self, batches: dict[str, Sequence[Row]]) -> None:
         outputs = self.ctx.outputs
         starts = {stream: outputs[stream].next_index for stream in batches}
         for stream, encoded in encode_batches(batches, starts, self.ingest.row_format).items():

@@ -41,7 +41,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -187,7 +187,9 @@ class Promise:
 
 #: A parsed data line: a JSON object, or a row in the layout of the decoder that claims its stream.
 Row = Any
-Deliver = Callable[[dict[str, list[Row]]], None]
+#: Receives each read's rows per stream, in arrival order: a list, or a ``pan.int_csv.RowBlock`` (a sequence of
+#: the same rows, parsed as a block) that ``pan.decoders.encode_batches`` stores in one pass.
+Deliver = Callable[[dict[str, Sequence[Row]]], None]
 #: Receives, per stream, the newest ts promised (END_OF_STREAM: the stream ended); the server's idle promises too.
 OnPromise = Callable[[dict[str, int]], None]
 
@@ -548,7 +550,7 @@ class IngestServer:
                     continue
                 late.setdefault(stream, []).append((number, row))
                 first_line[stream] = min(number, first_line.get(stream, number))
-        batches: dict[str, Any] = {}
+        batches: dict[str, Sequence[Row]] = {}
         for stream in sorted(first_line, key=first_line.__getitem__):
             picks = taken_rows.get(stream)
             others = late.get(stream)
@@ -562,7 +564,7 @@ class IngestServer:
         self._accept(batches, promises, conn or Connection("local"))
 
     def _accept(
-        self, batches: dict[str, list[Row]], promises: list[tuple[str, object]], conn: Connection
+        self, batches: dict[str, Sequence[Row]], promises: list[tuple[str, object]], conn: Connection
     ) -> None:
         """Count and deliver a chunk's rows, then take its promises (checked against those rows)."""
         if batches:
