@@ -529,27 +529,9 @@ class IngestServer:
             if is_known and len(picks):
                 taken_rows[name] = picks
                 first_line[name] = int(block.taken[picks[0]])
-        late: dict[str, list[tuple[int, Row]]] = {}
-        promises: list[tuple[str, object]] = []
-        lines_in_block = data.count(b"\n")
-        if len(block.taken) < lines_in_block:
-            lines = data.split(b"\n")
-            is_taken = np.zeros(lines_in_block, dtype=bool)
-            is_taken[block.taken] = True
-            parse = self.parser.parse
-            for number in np.flatnonzero(~is_taken).tolist():
-                line = lines[number].rstrip(b"\r")
-                if not line:
-                    continue
-                parsed = parse(line)
-                if parsed is None:
-                    continue
-                stream, row = parsed
-                if type(row) is Promise:
-                    promises.append((stream, row.ts))
-                    continue
-                late.setdefault(stream, []).append((number, row))
-                first_line[stream] = min(number, first_line.get(stream, number))
+        late, promises = self._parse_left_over(data, block.taken)
+        for stream, rows in late.items():
+            first_line[stream] = min(rows[0][0], first_line.get(stream, rows[0][0]))
         batches: dict[str, Sequence[Row]] = {}
         for stream in sorted(first_line, key=first_line.__getitem__):
             picks = taken_rows.get(stream)
@@ -562,6 +544,36 @@ class IngestServer:
                 mine = zip(block.taken[picks].tolist(), block.values[picks].tolist(), strict=True)
                 batches[stream] = [row for _, row in sorted([*mine, *others], key=lambda pair: pair[0])]
         self._accept(batches, promises, conn or Connection("local"))
+
+    def _parse_left_over(
+        self, data: bytes, taken: np.ndarray
+    ) -> tuple[dict[str, list[tuple[int, Row]]], list[tuple[str, object]]]:
+        """The lines of ``data`` the block parser did not take, through the per-line path, in arrival order.
+
+        Returns each stream's rows with their line numbers, and the promises.
+        """
+        rows: dict[str, list[tuple[int, Row]]] = {}
+        promises: list[tuple[str, object]] = []
+        lines_in_block = data.count(b"\n")
+        if len(taken) == lines_in_block:
+            return rows, promises
+        lines = data.split(b"\n")
+        is_taken = np.zeros(lines_in_block, dtype=bool)
+        is_taken[taken] = True
+        parse = self.parser.parse
+        for number in np.flatnonzero(~is_taken).tolist():
+            line = lines[number].rstrip(b"\r")
+            if not line:
+                continue
+            parsed = parse(line)
+            if parsed is None:
+                continue
+            stream, row = parsed
+            if type(row) is Promise:
+                promises.append((stream, row.ts))
+            else:
+                rows.setdefault(stream, []).append((number, row))
+        return rows, promises
 
     def _accept(
         self, batches: dict[str, Sequence[Row]], promises: list[tuple[str, object]], conn: Connection
