@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "chaos": "benchmarks.chaos",
     "ordering-modes": "benchmarks.ordering_modes",
     "policies": "benchmarks.policies",
+    "ingest": "benchmarks.ingest_bench",
 }
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from pan.catalog import register
 from pan.channel import InputChannel
 from pan.component import Component
+from pan.decoders import encode_batches
 from pan.ingest import INGEST_PARAMS, IngestServer, Row, parse_ingest_params
 from pan.progress import StreamProgress
 from pan.specs import WorkerSpec, ingest_port, inter_pan_inputs
@@ -79,14 +81,14 @@ class Forwarder(Component):
             if current is None or ts > current:
                 output.publish(StreamProgress(wm=ts))
 
-    def _deliver(self, batches: dict[str, list[Row]]) -> None:
-        for stream, rows in batches.items():
-            output = self.ctx.outputs[stream]
+    def _deliver(self, batches: dict[str, Sequence[Row]]) -> None:
+        outputs = self.ctx.outputs
+        starts = {stream: outputs[stream].next_index for stream in batches}
+        for stream, encoded in encode_batches(batches, starts, self.ingest.row_format).items():
+            output = outputs[stream]
             if output.progress.ended:
                 output.reopen()  # the stream goes on after its end after all
-            start = output.next_index
-            encode = self.ingest.row_format(stream).encode
-            output.extend_encoded([encode(start + n, row) for n, row in enumerate(rows)])
+            output.extend_encoded(encoded)
 
     async def stop(self) -> None:
         await self.ingest.stop()

@@ -12,16 +12,22 @@ has the decoder's layout, also when it arrives as JSON (``from_json``), so a
 stream's rows are all alike and the decoder is asked only once per batch how
 to read a row's ``ts`` and how to store it (``RowFormat``). Rows of other
 streams are JSON objects (``JSON_ROWS``).
+
+A decoder whose lines are plain integer CSV says so with ``int_csv`` (an
+``IntCsvLayout``) and ``stream_of_key``: the ingest server then parses the
+lines of each read together with numpy (``pan.int_csv``) and hands only the
+lines that block parser leaves to ``decode``.
 """
 
 from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Container
+from collections.abc import Callable, Container, Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol
 
+from pan.int_csv import IntCsvLayout, RowBlock, encode_blocks
 from pan.streams import encode
 
 ENTRY_POINT_GROUP = "pan.decoders"
@@ -54,6 +60,35 @@ class JsonRows:
 JSON_ROWS = JsonRows()
 
 
+def encode_rows(fmt: RowFormat, start: int, rows: Sequence[Any]) -> list[bytes]:
+    """The stored tuples of ``rows``, indices from ``start`` on: a parsed block all at once, else row by row."""
+    if type(rows) is RowBlock:
+        return rows.encode(start)
+    row_encode = fmt.encode
+    return [row_encode(start + n, row) for n, row in enumerate(rows)]
+
+
+def encode_batches(
+    batches: Mapping[str, Sequence[Any]], starts: Mapping[str, int], row_format: Callable[[str], RowFormat]
+) -> dict[str, list[bytes]]:
+    """Every stream's stored tuples, its indices from ``starts[stream]`` on, as ``encode_rows`` makes them.
+
+    The streams whose rows came from one parsed block are rendered together, in one pass (``encode_blocks``).
+    """
+    encoded: dict[str, list[bytes]] = {}
+    by_block: dict[int, list[str]] = {}
+    for stream, rows in batches.items():
+        if type(rows) is RowBlock:
+            by_block.setdefault(id(rows.block), []).append(stream)
+        else:
+            encoded[stream] = encode_rows(row_format(stream), starts[stream], rows)
+    for streams in by_block.values():
+        blocks = [batches[stream] for stream in streams]
+        rendered = encode_blocks(blocks, [starts[stream] for stream in streams])  # type: ignore[arg-type]
+        encoded.update(zip(streams, rendered, strict=True))
+    return {stream: encoded[stream] for stream in batches}
+
+
 class Rejections(Protocol):
     """Where a decoder reports a line it refuses (``pan.ingest.LineParser`` counts and logs them)."""
 
@@ -76,6 +111,10 @@ class RowDecoder(ABC):
     name: ClassVar[str] = ""
     #: What its rows are called in messages (a schema declared for a claimed stream is refused: it has their layout).
     row_kind: ClassVar[str] = "decoded rows"
+    #: Set when every line ``decode`` accepts is this integer CSV layout, decoded as the list of its values and
+    #: stored as ``int_csv.json_format() % (index, *values)``, its stream ``stream_of_key(values[key_column])``:
+    #: the ingest server may then parse blocks of lines with numpy (``pan.int_csv``) instead of line by line.
+    int_csv: ClassVar[IntCsvLayout | None] = None
 
     def __init__(self, expected: Container[str], rejections: Rejections) -> None:
         self.expected = expected
@@ -100,6 +139,10 @@ class RowDecoder(ABC):
 
     @abstractmethod
     def row_ts(self, row: Any) -> int: ...
+
+    def stream_of_key(self, key: int) -> str:
+        """The stream an ``int_csv`` line with this key feeds (whether expected or not)."""
+        raise NotImplementedError(f"{type(self).__name__} reads no integer CSV blocks (int_csv is None)")
 
     @abstractmethod
     def encode(self, index: int, row: Any) -> bytes: ...

@@ -18,6 +18,13 @@ sender writes can stop the server or poison a stream:
 
 Everything valid is delivered in arrival order.
 
+When the decoder reads plain integer CSV (``RowDecoder.int_csv``), the
+complete lines of each read are parsed together with numpy
+(``pan.int_csv``); the lines that block parser does not take go through the
+per-line path above, in their place. Both paths deliver the same rows and
+count the same refusals; ``params.parse_blocks: false`` keeps every line on
+the per-line path (the reference, for tests and ``pan bench ingest``).
+
 A closed connection is not the end of its streams: a source that reconnects
 resumes them. The end is said explicitly, with a promise of ``END_OF_STREAM``.
 Idleness is decided here, at the edge, and nowhere downstream: a stream that
@@ -34,13 +41,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import orjson
 
 from pan.decoders import JSON_ROWS, RowDecoder, RowFormat, decoder_types, get_decoder_type
+from pan.int_csv import IntCsvLayout, RowBlock, parse_block
 from pan.ordering import END_OF_STREAM as ORDERING_END
 from pan.ordering import PS_PER_MS
 from pan.ratelimit import RateLimitedLog
@@ -91,7 +100,7 @@ IDLE_CHECK_STALL_S = 0.5
 #: The forwarder's params that set up its door: how non-JSON lines are read (``decoder``) and the limits.
 INGEST_PARAMS = (
     "decoder", "max_row_bytes", "promise_ahead_ms", "idle_timeout_s", "max_connections_per_address", "schemas",
-    "idle_after_ms",
+    "idle_after_ms", "parse_blocks",
 )
 
 # Reasons, beyond pan.schema's, in the ``rejected`` and ``promises_refused`` counters.
@@ -111,6 +120,8 @@ class IngestSettings:
     schemas: Mapping[str, Schema] = field(default_factory=dict)
     #: Reads the non-JSON lines (``params.decoder``); None: JSON lines only.
     decoder: type[RowDecoder] | None = None
+    #: Parse the lines of each read together when the decoder reads integer CSV (False: line by line).
+    parse_blocks: bool = True
 
 
 def parse_ingest_params(params: Mapping[str, Any], streams: list[str]) -> tuple[IngestSettings, list[str]]:
@@ -132,6 +143,10 @@ def parse_ingest_params(params: Mapping[str, Any], streams: list[str]) -> tuple[
     if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 < idle <= MAX_IDLE_TIMEOUT_S:
         problems.append(f"idle_timeout_s: must be a number of seconds in (0, {MAX_IDLE_TIMEOUT_S:.0f}], got {idle!r}")
         idle = DEFAULT_IDLE_TIMEOUT_S
+    parse_blocks = params.get("parse_blocks", True)
+    if not isinstance(parse_blocks, bool):
+        problems.append(f"parse_blocks: must be true or false, got {parse_blocks!r}")
+        parse_blocks = True
     decoder = None
     name = params.get("decoder")
     if name is not None:
@@ -155,7 +170,8 @@ def parse_ingest_params(params: Mapping[str, Any], streams: list[str]) -> tuple[
         problems += schema_problems
         if schema is not None:
             schemas[stream] = schema
-    return IngestSettings(max_row, ahead, float(idle), per_address, idle_after, schemas, decoder), problems
+    settings = IngestSettings(max_row, ahead, float(idle), per_address, idle_after, schemas, decoder, parse_blocks)
+    return settings, problems
 
 
 def promise_line(stream: str, ts: int = END_OF_STREAM) -> bytes:
@@ -171,7 +187,9 @@ class Promise:
 
 #: A parsed data line: a JSON object, or a row in the layout of the decoder that claims its stream.
 Row = Any
-Deliver = Callable[[dict[str, list[Row]]], None]
+#: Receives each read's rows per stream, in arrival order: a list, or a ``pan.int_csv.RowBlock`` (a sequence of
+#: the same rows, parsed as a block) that ``pan.decoders.encode_batches`` stores in one pass.
+Deliver = Callable[[dict[str, Sequence[Row]]], None]
 #: Receives, per stream, the newest ts promised (END_OF_STREAM: the stream ended); the server's idle promises too.
 OnPromise = Callable[[dict[str, int]], None]
 
@@ -349,6 +367,11 @@ class IngestServer:
         self._idle_after_s = self.settings.idle_after_ms / 1000
         self._all_quiet = True  # no stream heard within idle_after_ms: the next row restarts every timer
         self._idle_task: asyncio.Task[None] | None = None
+        decoder = self.parser.decoder
+        #: The integer CSV layout whose lines are parsed a block at a time, or None: line by line.
+        self.block_layout: IntCsvLayout | None = (
+            decoder.int_csv if decoder is not None and self.settings.parse_blocks else None
+        )
 
     def row_format(self, stream: str) -> RowFormat:
         """How the rows delivered for ``stream`` are read and stored (``LineParser.row_format``)."""
@@ -439,18 +462,23 @@ class IngestServer:
                     pending = b""
                     continue
                 data, skipping = data[newline + 1 :], False
-            lines = data.split(b"\n")
-            pending = lines.pop()
+            if self.block_layout is None:
+                lines = data.split(b"\n")
+                pending = lines.pop()
+            else:
+                cut = data.rfind(b"\n") + 1
+                complete, pending = data[:cut], data[cut:]
             if len(pending) > MAX_LINE_BYTES:
                 self.counters.oversized += 1
                 self.problems.warning("ingest: line longer than %d bytes skipped: %r", MAX_LINE_BYTES, pending[:200])
                 pending, skipping = b"", True
-            self._deliver_lines(lines, conn)
+            if self.block_layout is None:
+                self._deliver_lines(lines, conn)
+            elif complete:
+                self._deliver_block(complete, conn)
 
     def _deliver_lines(self, lines: list[bytes], conn: Connection | None = None) -> None:
         """Data first, then promises: a promise in the same chunk as rows is checked against them."""
-        if conn is None:
-            conn = Connection("local")
         batches: dict[str, list[Row]] = {}
         promises: list[tuple[str, object]] = []
         parse = self.parser.parse
@@ -470,6 +498,87 @@ class IngestServer:
                     batches[stream] = [row]
                 else:
                     rows.append(row)
+        self._accept(batches, promises, conn or Connection("local"))
+
+    def _deliver_block(self, data: bytes, conn: Connection | None = None) -> None:
+        """``data``'s lines (each ending in a newline) as ``_deliver_lines`` would deliver them, parsed as a block.
+
+        The lines the block parser takes are grouped by stream with numpy; the
+        others go through ``LineParser.parse`` one by one. A stream that gets
+        rows from both in one block has them merged back into arrival order.
+        """
+        layout, decoder = self.block_layout, self.parser.decoder
+        assert layout is not None and decoder is not None
+        block = parse_block(data, layout, self.settings.max_row_bytes)
+        keys, order = np.unique(block.values[:, layout.key_column], return_inverse=True)
+        names = [decoder.stream_of_key(key) for key in keys.tolist()]
+        expected = self.parser.expected
+        known = [name in expected for name in names]
+        if not all(known):  # left to the per-line path, which counts them as unexpected
+            keep = np.array(known)[order]
+            block.taken, block.values = block.taken[keep], block.values[keep]
+            block.starts, block.ends = block.starts[keep], block.ends[keep]
+            order = order[keep]
+        # Per stream: its rows' positions in the block, in arrival order; streams by their first row.
+        by_stream = np.argsort(order, kind="stable")
+        bounds = np.cumsum(np.bincount(order, minlength=len(names)))
+        per_stream = np.split(by_stream, bounds[:-1]) if names else []
+        first_line: dict[str, int] = {}
+        taken_rows: dict[str, np.ndarray] = {}
+        for name, picks, is_known in zip(names, per_stream, known, strict=True):
+            if is_known and len(picks):
+                taken_rows[name] = picks
+                first_line[name] = int(block.taken[picks[0]])
+        late, promises = self._parse_left_over(data, block.taken)
+        for stream, rows in late.items():
+            first_line[stream] = min(rows[0][0], first_line.get(stream, rows[0][0]))
+        batches: dict[str, Sequence[Row]] = {}
+        for stream in sorted(first_line, key=first_line.__getitem__):
+            picks = taken_rows.get(stream)
+            others = late.get(stream)
+            if others is None:
+                batches[stream] = RowBlock(block, picks, layout)
+            elif picks is None:
+                batches[stream] = [row for _, row in others]
+            else:
+                mine = zip(block.taken[picks].tolist(), block.values[picks].tolist(), strict=True)
+                batches[stream] = [row for _, row in sorted([*mine, *others], key=lambda pair: pair[0])]
+        self._accept(batches, promises, conn or Connection("local"))
+
+    def _parse_left_over(
+        self, data: bytes, taken: np.ndarray
+    ) -> tuple[dict[str, list[tuple[int, Row]]], list[tuple[str, object]]]:
+        """The lines of ``data`` the block parser did not take, through the per-line path, in arrival order.
+
+        Returns each stream's rows with their line numbers, and the promises.
+        """
+        rows: dict[str, list[tuple[int, Row]]] = {}
+        promises: list[tuple[str, object]] = []
+        lines_in_block = data.count(b"\n")
+        if len(taken) == lines_in_block:
+            return rows, promises
+        lines = data.split(b"\n")
+        is_taken = np.zeros(lines_in_block, dtype=bool)
+        is_taken[taken] = True
+        parse = self.parser.parse
+        for number in np.flatnonzero(~is_taken).tolist():
+            line = lines[number].rstrip(b"\r")
+            if not line:
+                continue
+            parsed = parse(line)
+            if parsed is None:
+                continue
+            stream, row = parsed
+            if type(row) is Promise:
+                promises.append((stream, row.ts))
+            else:
+                rows.setdefault(stream, []).append((number, row))
+        return rows, promises
+
+    def _accept(
+        self, batches: dict[str, Sequence[Row]], promises: list[tuple[str, object]], conn: Connection
+    ) -> None:
+        """Count and deliver a chunk's rows, then take its promises (checked against those rows)."""
         if batches:
             per_stream, states, now = self.counters.per_stream, self.streams, time.monotonic()
             if self._all_quiet:
@@ -480,7 +589,10 @@ class IngestServer:
                 state = states.get(stream) or self._state(stream)
                 promised = state.promised
                 if promised is not None and (state.newest is None or state.newest < promised):
-                    behind = sum(1 for row in rows if row_ts(row) < promised)
+                    if type(rows) is RowBlock:
+                        behind = int((rows.ts < promised).sum())
+                    else:
+                        behind = sum(1 for row in rows if row_ts(row) < promised)
                     if behind:
                         self.counters.behind_promise += behind
                         self.problems.warning(

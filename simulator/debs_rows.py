@@ -17,6 +17,7 @@ import struct
 from typing import Any
 
 from pan.decoders import RowDecoder
+from pan.int_csv import IntCsvLayout
 from pan.schema import INT, NOT_INT64, STREAM_MISMATCH, TS_LIMIT, TS_OUT_OF_RANGE, Schema
 
 #: Field names of a CSV sensor row (JSON names); the first is the key that names the stream.
@@ -29,7 +30,9 @@ TS_COLUMN = SENSOR_FIELDS.index("ts")
 _CSV_ROW = re.compile(rb"-?[0-9]+(?:,-?[0-9]+){%d}" % (len(SENSOR_FIELDS) - 1))
 #: Packing a CSV row's values as int64s is the cheapest range check (struct.error when one is beyond).
 _INT64_ROW = struct.Struct(f"{len(SENSOR_FIELDS)}q").pack
-_SENSOR_JSON = ("{" + ",".join(f'"{name}":%d' for name in ("i", *SENSOR_FIELDS)) + "}").encode()
+#: The layout again, for the ingest server's block parser (pan/int_csv.py): it parses many rows at once.
+CSV_LAYOUT = IntCsvLayout(SENSOR_FIELDS, key_column=0, ts_column=TS_COLUMN)
+_SENSOR_JSON = CSV_LAYOUT.json_format()
 
 
 def sensor_key(stream: str) -> int | None:
@@ -45,6 +48,7 @@ class DebsCsvDecoder(RowDecoder):
     """CSV sensor rows into ``SENSOR<sid>`` streams; JSON rows into those streams must have the same fields."""
 
     row_kind = "CSV rows"
+    int_csv = CSV_LAYOUT
 
     @classmethod
     def claims(cls, stream: str) -> bool:
@@ -74,6 +78,9 @@ class DebsCsvDecoder(RowDecoder):
         if row[SENSOR_FIELDS[0]] != sensor_key(stream):
             return STREAM_MISMATCH
         return [row[name] for name in SENSOR_FIELDS]  # stored exactly like the same row sent as CSV
+
+    def stream_of_key(self, key: int) -> str:
+        return f"{SENSOR_PREFIX}{key}"
 
     def row_ts(self, row: list[int]) -> int:
         return row[TS_COLUMN]

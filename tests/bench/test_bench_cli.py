@@ -53,7 +53,8 @@ def test_every_benchmark_has_help(name: str) -> None:
 
 def test_no_benchmark_is_a_script_of_its_own() -> None:
     """Every benchmark runs through `pan bench`; `python -m benchmarks.X` is left to the benchmarks' own children."""
-    children = {"chaos_parts", "delay_proxy", "fanout_parts", "network_parts", "observer", "runtime_worker"}
+    children = {"chaos_parts", "delay_proxy", "fanout_parts", "ingest_parts", "network_parts", "observer",
+                "runtime_worker"}
     scripts = {path.stem for path in (ROOT / "benchmarks").glob("*.py") if "if __name__ == " in path.read_text()}
     assert scripts == children
 
