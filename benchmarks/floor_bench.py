@@ -30,6 +30,8 @@ SECTION = "floor-bench"
 PS = 10**12
 STEP_PS = PS  # event time per step; outputs do not depend on it, only the per-step overhead does
 TAKE_ROWS = 1 << 30  # a source hands out every row of a step at once
+ARRAYS_PARAM = "arrays"  # workers.arrays.PARAM: the components' array path (true) or per-event path (false)
+PATHS = {"arrays": True, "per_event": False}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,19 +56,33 @@ def json_row(line: bytes) -> dict[str, Any]:
     return row
 
 
+def with_path(workflow: Path, arrays: bool | None) -> Any:
+    """``workflow`` loaded, every component that has an ``arrays`` param set to ``arrays`` (None: as written)."""
+    from pan.catalog import get_component_type
+    from pan.workflow import load_workflow
+
+    loaded = load_workflow(workflow)
+    if arrays is not None:
+        for spec in loaded.workers:
+            kind = get_component_type(spec.type)
+            if ARRAYS_PARAM in getattr(kind, "own_params", ()):
+                spec.params[ARRAYS_PARAM] = arrays
+    return loaded
+
+
 def run_chain(workflow: Path, data: Path, on_step: Callable[[Any], None] | None = None,
-              step_ps: int = STEP_PS) -> tuple[Any, int, float]:
+              step_ps: int = STEP_PS, arrays: bool | None = None) -> tuple[Any, int, float]:
     """Feed ``data`` through ``workflow``'s components in one process: (the chain, rows fed, seconds).
 
     ``on_step(chain)`` runs after every step of ``step_ps`` event time and after the end (e.g. to collect
-    outputs, which must fit in their buffers over one step; not timed apart).
+    outputs, which must fit in their buffers over one step; not timed apart). ``arrays`` picks the components'
+    array (True) or per-event (False) path; None keeps the workflow's choice.
     """
     from pan.chain import ComponentChain
-    from pan.workflow import load_workflow
     from simulator.simulate import interruptions_source
     from simulator.sources import INTERRUPTIONS_STREAM, RowSource, sensor_files
 
-    chain = ComponentChain(load_workflow(workflow))
+    chain = ComponentChain(with_path(workflow, arrays))
     files = sensor_files(data)
     sources: dict[str, RowSource] = {s: RowSource.from_file(s, files[s]) for s in chain.sources if s in files}
     if INTERRUPTIONS_STREAM in chain.sources:
