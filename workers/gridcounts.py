@@ -50,7 +50,7 @@ class GridWindows:
     window ``w``'s share lists, one JSON list per grid.
     """
 
-    __slots__ = ("_bounded", "_end", "_open", "_sizes", "_table", "_zeros", "counts", "lengths", "totals")
+    __slots__ = ("_bounded", "_cached", "_end", "_open", "_sizes", "_table", "_zeros", "counts", "lengths", "totals")
 
     def __init__(self, lengths: Sequence[int | None], table: np.ndarray, sizes: Sequence[int]) -> None:
         """``table[joint, g]`` is the joint cell's index in the side-by-side vector of grids of ``sizes``."""
@@ -63,6 +63,8 @@ class GridWindows:
         self._open: dict[int, int] = {}
         self._end = 0
         self._zeros = [orjson.dumps(np.zeros(size), option=_NUMPY) for size in self._sizes]
+        #: per window, its last encoding while its counts have not changed since (a player without new data)
+        self._cached: list[list[bytes] | None] = [None] * len(self.lengths)
 
     def open(self, start: int, end: int) -> None:
         """Start the bucket ``[start, end)`` (the previous one is finished and counted)."""
@@ -84,6 +86,7 @@ class GridWindows:
                 b = buckets.popleft()
                 counts[w, b.cells] -= b.ps
                 totals[w] -= b.total
+                self._cached[w] = None
 
     def _flush(self) -> None:
         own = self._open
@@ -101,6 +104,7 @@ class GridWindows:
         self.counts[:, cells] += cell_ps
         for w in range(len(self.totals)):
             self.totals[w] += total
+            self._cached[w] = None
         bucket = _Bucket(self._end, cells, cell_ps, total)
         for _w, _length, buckets in self._bounded:
             buckets.append(bucket)
@@ -110,10 +114,14 @@ class GridWindows:
         total = self.totals[w]
         if not total:
             return self._zeros
+        cached = self._cached[w]
+        if cached is not None:
+            return cached
         shares = self.counts[w] / total * 100
         out = []
         start = 0
         for size in self._sizes:
             out.append(orjson.dumps(shares[start:start + size], option=_NUMPY))
             start += size
+        self._cached[w] = out
         return out
