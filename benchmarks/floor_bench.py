@@ -31,7 +31,7 @@ PS = 10**12
 STEP_PS = PS  # event time per step; outputs do not depend on it, only the per-step overhead does
 TAKE_ROWS = 1 << 30  # a source hands out every row of a step at once
 ARRAYS_PARAM = "arrays"  # workers.arrays.PARAM: the components' array path (true) or per-event path (false)
-PATHS = {"arrays": True, "per_event": False}
+PATHS = {"arrays": True, "per_event": False}  # the workflow's default path first
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -127,29 +127,45 @@ def run(args: argparse.Namespace) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="pan-floor-bench-") as tmp:
         data = query_delay.prepare_data(args, Path(tmp))
-        results.update(measure(Path(args.workflow), data, args.reps))
+        results.update(measure(Path(args.workflow), data, args.reps, tuple(PATHS)))
     results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     common.publish(results, args.write, SECTION, lambda: report(results))
     return 0
 
 
-def measure(workflow: Path, data: Path, reps: int) -> dict[str, Any]:
-    """``reps`` runs of the chain on ``data``: rows/s median, min and max, and each run."""
-    runs = []
+def measure(workflow: Path, data: Path, reps: int, paths: tuple[str, ...] = ("arrays",)) -> dict[str, Any]:
+    """``reps`` rounds, each one run of the chain per path of ``paths`` (names in ``PATHS``; which goes first
+    alternates): the first path's rows/s median, min and max and its runs (the workflow's own path, as
+    ``pan bench replay`` compares with it), and under ``paths`` the same for each path, with the ratio of the
+    medians arrays / per-event when both ran."""
+    runs: dict[str, list[dict[str, Any]]] = {path: [] for path in paths}
+    rows = 0
     for rep in range(reps):
-        _chain, rows, seconds = run_chain(workflow, data)
-        runs.append({"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds, 1)})
-        print(f"floor run {rep + 1}/{reps}: {rows:,} rows in {seconds:.2f} s = {rows / seconds:,.0f} rows/s "
-              f"(load {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
-    rates = [r["rows_per_s"] for r in runs]
-    return {"rows": runs[0]["rows"], "rows_per_s_median": round(statistics.median(rates), 1),
-            "rows_per_s_min": min(rates), "rows_per_s_max": max(rates), "runs": runs}
+        order = list(paths) if rep % 2 == 0 else list(reversed(paths))
+        for path in order:
+            _chain, rows, seconds = run_chain(workflow, data, arrays=PATHS[path])
+            load = os.getloadavg()[0]
+            runs[path].append({"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds, 1),
+                               "load_1min": round(load, 2)})
+            print(f"floor round {rep + 1}/{reps}, {path}: {rows:,} rows in {seconds:.2f} s = "
+                  f"{rows / seconds:,.0f} rows/s (load {load:.2f})", file=sys.stderr, flush=True)
+    summary = {}
+    for path, done in runs.items():
+        rates = [r["rows_per_s"] for r in done]
+        summary[path] = {"rows_per_s_median": round(statistics.median(rates), 1), "rows_per_s_min": min(rates),
+                         "rows_per_s_max": max(rates), "runs": done}
+    results: dict[str, Any] = {"rows": rows, **summary[paths[0]], "paths": summary}
+    if "arrays" in summary and "per_event" in summary:
+        ratio = summary["arrays"]["rows_per_s_median"] / summary["per_event"]["rows_per_s_median"]
+        results["ratio_arrays_per_event"] = round(ratio, 3)
+    return results
 
 
 def report(results: dict[str, Any]) -> str:
-    row = [results["config"]["workflow"], common.fmt(results["rows"]), common.fmt(results["rows_per_s_median"]),
-           f"{common.fmt(results['rows_per_s_min'])} - {common.fmt(results['rows_per_s_max'])}",
-           results["config"]["reps"]]
+    rows = [[results["config"]["workflow"], path.replace("_", "-"), common.fmt(results["rows"]),
+             common.fmt(p["rows_per_s_median"]),
+             f"{common.fmt(p['rows_per_s_min'])} - {common.fmt(p['rows_per_s_max'])}", results["config"]["reps"]]
+            for path, p in results["paths"].items()]
     return "\n".join([
         "## Floor: the full-game components in one process",
         "",
@@ -157,7 +173,12 @@ def report(results: dict[str, Any]) -> str:
         f"Command: `{results['command']}`; {results['config']['match']}. Every ordered component of the workflow "
         "chained in one process (`pan/chain.py`): no network, no ordering units, no recorder; the split files and "
         "INTERRUPTIONS (with heartbeats) read from disk and fed in ts order, "
-        f"{results['config']['step_s']:g} s of event time per step. Rows/s = rows fed / wall time.",
+        f"{results['config']['step_s']:g} s of event time per step. Rows/s = rows fed / wall time. Both paths of "
+        "the components (`arrays: true`, numpy arrays; `arrays: false`, event by event; identical outputs) run in "
+        "the same session, rounds interleaved (which goes first alternates).",
         "",
-        common.markdown_table(["Workflow", "Rows", "Rows/s (median)", "Min - max", "Reps"], [row], align="lrrrr"),
+        common.markdown_table(["Workflow", "Path", "Rows", "Rows/s (median)", "Min - max", "Reps"], rows,
+                              align="llrrrr"),
+        "",
+        f"Arrays / per-event (medians): {results['ratio_arrays_per_event']:.2f}x.",
     ])
