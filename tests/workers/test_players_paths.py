@@ -95,3 +95,22 @@ def test_generated_match_tuple_for_tuple(rows: np.ndarray) -> None:
     pair.finish()
     seconds = (events[-1]["ts"] - events[0]["ts"]) / PS_PER_S
     assert pair.compared > 17 * 50 * (seconds - 1) and pair.arrays.rows_on_arrays == n
+
+
+def test_a_sensor_silent_exactly_a_second_still_counts(rows: np.ndarray) -> None:
+    """A sensor whose latest row is exactly 1 s older than a boundary counts there, and not at the next."""
+    from workers.debs import PLAYER_SENSORS
+    from workers.players import SLOT_PS
+
+    first, second = PLAYER_SENSORS["A1"][:2]
+    events = [e for e in first_seconds(rows, 3) if e["sid"] in (first, second)]
+    t0 = events[0]["ts"] + PS_PER_S // 2
+    silent = next(e for e in events if e["sid"] == second and e["ts"] >= t0)
+    silent["ts"] = -(-silent["ts"] // SLOT_PS) * SLOT_PS  # on a slot boundary: B = ts + 1 s is another
+    kept = [e for e in events if e["sid"] == first or e["ts"] < t0 or e is silent]
+    kept.sort(key=lambda e: e["ts"])
+    pair = twins(players=["A1"])
+    pair.process(kept[: len(kept) // 2])
+    pair.process(kept[len(kept) // 2:])
+    means = [t for t in pair.per_event.ctx.outputs["A1"].buffer.read(-1).items]
+    assert pair.compared == len(means) > 100
