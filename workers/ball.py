@@ -110,7 +110,7 @@ class ActiveBall(OrderedComponent):
         self.switches = 0
         self.exits = 0
         self.emitted = 0
-        self.arrays = arrays_param(ctx.spec)[0]
+        self.arrays = arrays_param(ctx.spec, default=False)[0]
         self.rows_on_arrays = 0
 
     def _int_table(self, events: list[Tuple]) -> np.ndarray | None:

@@ -118,7 +118,7 @@ class BallHits(OrderedComponent):
         self.withheld = 0
         self.doubt_markers = 0
         # the array path (not under nfp, which watches every ball row for gaps)
-        self.arrays = arrays_param(ctx.spec)[0] and not self.nfp
+        self.arrays = arrays_param(ctx.spec, default=False)[0] and not self.nfp
         self._player_sids = np.array(sorted(self.owner), dtype=np.int64)
         self._ball_sids = np.array(sorted(self.balls), dtype=np.int64)
         self.rows_on_arrays = 0

@@ -147,7 +147,7 @@ class PlayerAverage(OrderedComponent):
         self.foreign = 0
         self.stale = 0
         self.emitted = 0
-        self.arrays = arrays_param(ctx.spec)[0]
+        self.arrays = arrays_param(ctx.spec, default=False)[0]
         self.rows_on_arrays = 0  # rows the array path took (a batch with a row not all ints goes event by event)
 
     def process(self, events: list[Tuple]) -> None:
