@@ -15,6 +15,12 @@ Input: the ``player_average`` streams. Exact rules (docs/q1-q3.md):
 - At every game second ``G = n s`` (n >= 1, once the player's data reaches its
   event time) each window W emits buckets ``[n - W, n)``: ``HM_<w>_<nx>x<ny>_<p>``
   with ``cells[c] = count[c] / total * 100`` (all 0.0 while total is 0).
+
+Two paths give the same bytes (``arrays`` param, default true): the array
+path keeps each window's counts per grid cell in numpy vectors
+(``workers.gridcounts``); the per-event path (``arrays: false``, the
+reference the tests compare with) sums each window's joint cells into every
+grid in Python at every emission.
 """
 
 from __future__ import annotations

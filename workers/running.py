@@ -19,6 +19,10 @@ Exact rules (docs/q1-q3.md):
 - ``RUNAGG_<w>_<p>`` at the same instants (or every ``agg_period_ms``): with ``g``
   the game clock at ``T``, a window of ``W`` s holds the game seconds
   ``n >= ceil(g / 1 s) - W``: the current partial second and ``W - 1`` whole ones.
+
+Two paths give the same bytes (``arrays`` param, default true): each player's
+samples of a batch at once on numpy arrays (``workers.running_arrays``), or
+sample by sample (``arrays: false``, the reference the tests compare with).
 """
 
 from __future__ import annotations
