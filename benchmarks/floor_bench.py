@@ -30,6 +30,9 @@ SECTION = "floor-bench"
 PS = 10**12
 STEP_PS = PS  # event time per step; outputs do not depend on it, only the per-step overhead does
 TAKE_ROWS = 1 << 30  # a source hands out every row of a step at once
+ARRAYS_PARAM = "arrays"  # workers.arrays.PARAM: the components' array path (true) or per-event path (false)
+#: the components' paths: each one's default (as the workflow runs), every array path, every per-event path
+PATHS: dict[str, bool | None] = {"defaults": None, "arrays": True, "per_event": False}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,19 +57,55 @@ def json_row(line: bytes) -> dict[str, Any]:
     return row
 
 
+def with_path(workflow: Path, arrays: bool | None) -> Any:
+    """``workflow`` loaded, every component that has an ``arrays`` param set to ``arrays`` (None: as written)."""
+    from pan.catalog import get_component_type
+    from pan.workflow import load_workflow
+
+    loaded = load_workflow(workflow)
+    if arrays is not None:
+        for spec in loaded.workers:
+            kind = get_component_type(spec.type)
+            if ARRAYS_PARAM in getattr(kind, "own_params", ()):
+                spec.params[ARRAYS_PARAM] = arrays
+    return loaded
+
+
+def timed_components(chain: Any, spent: dict[str, float]) -> None:
+    """Add each component type's seconds in ``process`` and ``on_release_point`` to ``spent``."""
+    for component in chain.components().values():
+        kind = component.type_name
+        spent.setdefault(kind, 0.0)
+        for method in ("process", "on_release_point"):
+            inner = getattr(component, method)
+
+            def timed(*args: Any, _inner: Callable[..., Any] = inner, _kind: str = kind) -> Any:
+                started = time.perf_counter()
+                try:
+                    return _inner(*args)
+                finally:
+                    spent[_kind] += time.perf_counter() - started
+
+            setattr(component, method, timed)
+
+
 def run_chain(workflow: Path, data: Path, on_step: Callable[[Any], None] | None = None,
-              step_ps: int = STEP_PS) -> tuple[Any, int, float]:
+              step_ps: int = STEP_PS, arrays: bool | None = None,
+              spent: dict[str, float] | None = None) -> tuple[Any, int, float]:
     """Feed ``data`` through ``workflow``'s components in one process: (the chain, rows fed, seconds).
 
     ``on_step(chain)`` runs after every step of ``step_ps`` event time and after the end (e.g. to collect
-    outputs, which must fit in their buffers over one step; not timed apart).
+    outputs, which must fit in their buffers over one step; not timed apart). ``arrays`` picks the components'
+    array (True) or per-event (False) path; None keeps the workflow's choice. ``spent`` gets the seconds
+    each component type spends (``timed_components``).
     """
     from pan.chain import ComponentChain
-    from pan.workflow import load_workflow
     from simulator.simulate import interruptions_source
     from simulator.sources import INTERRUPTIONS_STREAM, RowSource, sensor_files
 
-    chain = ComponentChain(load_workflow(workflow))
+    chain = ComponentChain(with_path(workflow, arrays))
+    if spent is not None:
+        timed_components(chain, spent)
     files = sensor_files(data)
     sources: dict[str, RowSource] = {s: RowSource.from_file(s, files[s]) for s in chain.sources if s in files}
     if INTERRUPTIONS_STREAM in chain.sources:
@@ -111,29 +150,55 @@ def run(args: argparse.Namespace) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="pan-floor-bench-") as tmp:
         data = query_delay.prepare_data(args, Path(tmp))
-        results.update(measure(Path(args.workflow), data, args.reps))
+        results.update(measure(Path(args.workflow), data, args.reps, tuple(PATHS)))
     results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     common.publish(results, args.write, SECTION, lambda: report(results))
     return 0
 
 
-def measure(workflow: Path, data: Path, reps: int) -> dict[str, Any]:
-    """``reps`` runs of the chain on ``data``: rows/s median, min and max, and each run."""
-    runs = []
+def measure(workflow: Path, data: Path, reps: int, paths: tuple[str, ...] = ("arrays",)) -> dict[str, Any]:
+    """``reps`` rounds, each one run of the chain per path of ``paths`` (names in ``PATHS``; which goes first
+    alternates): the first path's rows/s median, min and max and its runs (the workflow's own path, as
+    ``pan bench replay`` compares with it), and under ``paths`` the same for each path, with the ratio of the
+    medians arrays / per-event when both ran."""
+    runs: dict[str, list[dict[str, Any]]] = {path: [] for path in paths}
+    rows = 0
     for rep in range(reps):
-        _chain, rows, seconds = run_chain(workflow, data)
-        runs.append({"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds, 1)})
-        print(f"floor run {rep + 1}/{reps}: {rows:,} rows in {seconds:.2f} s = {rows / seconds:,.0f} rows/s "
-              f"(load {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
-    rates = [r["rows_per_s"] for r in runs]
-    return {"rows": runs[0]["rows"], "rows_per_s_median": round(statistics.median(rates), 1),
-            "rows_per_s_min": min(rates), "rows_per_s_max": max(rates), "runs": runs}
+        order = list(paths) if rep % 2 == 0 else list(reversed(paths))
+        for path in order:
+            spent: dict[str, float] = {}
+            _chain, rows, seconds = run_chain(workflow, data, arrays=PATHS[path], spent=spent)
+            load = os.getloadavg()[0]
+            runs[path].append({"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds, 1),
+                               "load_1min": round(load, 2),
+                               "component_s": {kind: round(s, 3) for kind, s in sorted(spent.items())}})
+            print(f"floor round {rep + 1}/{reps}, {path}: {rows:,} rows in {seconds:.2f} s = "
+                  f"{rows / seconds:,.0f} rows/s (load {load:.2f})", file=sys.stderr, flush=True)
+    summary = {}
+    for path, done in runs.items():
+        rates = [r["rows_per_s"] for r in done]
+        kinds = done[0]["component_s"]
+        summary[path] = {"rows_per_s_median": round(statistics.median(rates), 1), "rows_per_s_min": min(rates),
+                         "rows_per_s_max": max(rates), "runs": done,
+                         "component_s_median": {k: round(statistics.median(r["component_s"][k] for r in done), 3)
+                                                for k in kinds}}
+    results: dict[str, Any] = {"rows": rows, **summary[paths[0]], "paths": summary}
+    if "per_event" in summary:
+        base = summary["per_event"]["rows_per_s_median"]
+        results["ratio_to_per_event"] = {path: round(p["rows_per_s_median"] / base, 3) for path, p in summary.items()}
+    return results
 
 
 def report(results: dict[str, Any]) -> str:
-    row = [results["config"]["workflow"], common.fmt(results["rows"]), common.fmt(results["rows_per_s_median"]),
-           f"{common.fmt(results['rows_per_s_min'])} - {common.fmt(results['rows_per_s_max'])}",
-           results["config"]["reps"]]
+    paths = results["paths"]
+    ratios = results.get("ratio_to_per_event", {})
+    rows = [[results["config"]["workflow"], path.replace("_", "-"), common.fmt(results["rows"]),
+             common.fmt(p["rows_per_s_median"]),
+             f"{common.fmt(p['rows_per_s_min'])} - {common.fmt(p['rows_per_s_max'])}",
+             f"{ratios[path]:.2f}x" if path in ratios else "-", results["config"]["reps"]]
+            for path, p in paths.items()]
+    kinds = sorted({k for p in paths.values() for k in p["component_s_median"]})
+    per_kind = [[kind, *(f"{p['component_s_median'].get(kind, 0.0):.2f}" for p in paths.values())] for kind in kinds]
     return "\n".join([
         "## Floor: the full-game components in one process",
         "",
@@ -141,7 +206,15 @@ def report(results: dict[str, Any]) -> str:
         f"Command: `{results['command']}`; {results['config']['match']}. Every ordered component of the workflow "
         "chained in one process (`pan/chain.py`): no network, no ordering units, no recorder; the split files and "
         "INTERRUPTIONS (with heartbeats) read from disk and fed in ts order, "
-        f"{results['config']['step_s']:g} s of event time per step. Rows/s = rows fed / wall time.",
+        f"{results['config']['step_s']:g} s of event time per step. Rows/s = rows fed / wall time. The components' "
+        "paths (identical outputs) run in the same session, rounds interleaved (the order alternates): `defaults` "
+        "as the workflow runs (each component's default `arrays`), `arrays` every array path (numpy), `per-event` "
+        "every per-event path. Ratio: median rows/s over the per-event median.",
         "",
-        common.markdown_table(["Workflow", "Rows", "Rows/s (median)", "Min - max", "Reps"], [row], align="lrrrr"),
+        common.markdown_table(["Workflow", "Path", "Rows", "Rows/s (median)", "Min - max", "Ratio", "Reps"], rows,
+                              align="llrrrrr"),
+        "",
+        "Seconds in each component type (`process` and `on_release_point`, medians):",
+        "",
+        common.markdown_table(["Component", *(path.replace("_", "-") for path in paths)], per_kind),
     ])

@@ -29,15 +29,23 @@ stream is cheaper for them than re-deciding the active ball from four raw ones.
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import itemgetter
 from typing import Any, ClassVar
+
+import numpy as np
 
 from pan.catalog import register
 from pan.ordered import OrderedComponent
 from pan.specs import WorkerSpec
 from pan.streams import Tuple
 from workers import debs
+from workers.arrays import PARAM as ARRAYS
+from workers.arrays import arrays_param
 
 OUTPUT = "ACTIVEBALL"
+FIELDS = ("ts", "sid", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
+_ROW = itemgetter(*FIELDS)
 
 
 def ball_list(spec: WorkerSpec) -> list[int]:
@@ -61,7 +69,7 @@ class ActiveBall(OrderedComponent):
     """Emits the rows of the ball in play; see the module docstring for the rule."""
 
     type_name = "active_ball"
-    own_params: ClassVar[tuple[str, ...]] = ("balls", "game_time_only")
+    own_params: ClassVar[tuple[str, ...]] = ("balls", "game_time_only", ARRAYS)
 
     @classmethod
     def input_names(cls, spec: WorkerSpec) -> list[str]:
@@ -84,7 +92,7 @@ class ActiveBall(OrderedComponent):
             problems.append(f"balls: must be a non-empty list of sensor ids, got {balls!r}")
         if not isinstance(spec.params.get("game_time_only", True), bool):
             problems.append("game_time_only: must be true or false")
-        return problems
+        return problems + arrays_param(spec)[1]
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
@@ -102,8 +110,88 @@ class ActiveBall(OrderedComponent):
         self.switches = 0
         self.exits = 0
         self.emitted = 0
+        self.arrays = arrays_param(ctx.spec, default=False)[0]
+        self.rows_on_arrays = 0
+
+    def _int_table(self, events: list[Tuple]) -> np.ndarray | None:
+        """Every field of every row (``FIELDS``) as int64 columns; None unless every one is a plain int."""
+        try:
+            rows = list(map(_ROW, events))
+        except (KeyError, TypeError):
+            return None
+        if set(map(type, chain.from_iterable(rows))) != {int}:
+            return None
+        try:
+            return np.array(rows, dtype=np.int64)
+        except OverflowError:
+            return None
 
     def process(self, events: list[Tuple]) -> None:
+        if self.arrays and events:
+            table = self._int_table(events)
+            if table is not None:
+                self.rows_on_arrays += len(events)
+                self._process_table(table)
+                return
+        self._process_events(events)
+
+    def _process_table(self, table: np.ndarray) -> None:
+        """The array path: which rows count, and where the active ball changes, found with masks; the
+        rule's state changes only at activations, exits and resets, so the loop runs once per change."""
+        ts, sid, x, y = table[:, 0], table[:, 1], table[:, 2], table[:, 3]
+        known = np.isin(sid, np.array(sorted(self.balls), dtype=np.int64))
+        self.other_sid += int(len(sid) - known.sum())
+        first = np.isin(sid, np.array(sorted(self.first_half_balls), dtype=np.int64))
+        second = np.isin(sid, np.array(sorted(self.second_half_balls), dtype=np.int64))
+        off = known & ~np.where(ts < debs.SECOND_HALF[0], first, second)
+        self.off_half += int(off.sum())
+        counted = known & ~off
+        resets = np.zeros(len(ts), dtype=bool)
+        if self.game_time_only:
+            (h1_start, h1_end), (h2_start, h2_end) = debs.FIRST_HALF, debs.SECOND_HALF
+            resets = counted & ~(((h1_start <= ts) & (ts <= h1_end)) | ((h2_start <= ts) & (ts <= h2_end)))
+            self.outside_game += int(resets.sum())
+        counted &= ~resets
+        inside = (x >= debs.X_MIN) & (x <= debs.X_MAX) & (y >= debs.Y_MIN) & (y <= debs.Y_MAX)
+        reset_at = np.flatnonzero(resets)
+        enter_at = np.flatnonzero(counted & inside)
+        rows_of = {b: np.flatnonzero(counted & (sid == b)) for b in self.balls}
+        exits_of = {b: np.flatnonzero(counted & (sid == b) & ~inside) for b in self.balls}
+        n = len(ts)
+        emitted: list[np.ndarray] = []
+        active, i = self.active, 0
+        while i < n:
+            reset = _next(reset_at, i, n)
+            if active is None:
+                k = _next(enter_at, i, n)
+                if k < reset:
+                    active = int(sid[k])
+                    self.switches += 1
+                    emitted.append(np.array([k]))
+                    i = k + 1
+                    continue
+            else:
+                exit_row = _next(exits_of[active], i, n)
+                stop = min(exit_row, reset)
+                rows = rows_of[active]
+                emitted.append(rows[np.searchsorted(rows, i):np.searchsorted(rows, stop)])
+                if exit_row < reset:
+                    emitted.append(np.array([exit_row]))  # the exit row is still emitted
+                    self.exits += 1
+                    active = None
+                    i = exit_row + 1
+                    continue
+            active = None if reset < n else active
+            i = reset + 1
+        self.active = active
+        if emitted:
+            chosen = np.concatenate(emitted)
+            if len(chosen):
+                self.emitted += len(chosen)
+                self.output.extend([dict(zip(FIELDS, row, strict=True)) for row in table[chosen].tolist()])
+
+    def _process_events(self, events: list[Tuple]) -> None:
+        """The per-event path (and the array path's for a batch with a row that is not all ints)."""
         out: list[dict[str, Any]] = []
         balls = self.balls
         first_balls, second_balls = self.first_half_balls, self.second_half_balls
@@ -175,3 +263,9 @@ class ActiveBall(OrderedComponent):
             "off_half_rows": self.off_half,
             "outside_game_rows": self.outside_game,
         }
+
+
+def _next(at: np.ndarray, i: int, n: int) -> int:
+    """The first index in the sorted ``at`` that is >= ``i``, or ``n`` when there is none."""
+    k = int(np.searchsorted(at, i))
+    return int(at[k]) if k < len(at) else n

@@ -15,6 +15,12 @@ Input: the ``player_average`` streams. Exact rules (docs/q1-q3.md):
 - At every game second ``G = n s`` (n >= 1, once the player's data reaches its
   event time) each window W emits buckets ``[n - W, n)``: ``HM_<w>_<nx>x<ny>_<p>``
   with ``cells[c] = count[c] / total * 100`` (all 0.0 while total is 0).
+
+Two paths give the same bytes (``arrays`` param, default true): the array
+path keeps each window's counts per grid cell in numpy vectors
+(``workers.gridcounts``); the per-event path (``arrays: false``, the
+reference the tests compare with) sums each window's joint cells into every
+grid in Python at every emission.
 """
 
 from __future__ import annotations
@@ -29,8 +35,10 @@ from pan.catalog import register
 from pan.component import ComponentContext
 from pan.specs import WorkerSpec
 from pan.streams import OutputStream, Tuple
+from workers.arrays import arrays_param
 from workers.debs import PLAYERS, PS_PER_S, WINDOWS, X_MAX, X_MIN, Y_MAX, Y_MIN
 from workers.gametime import GAME_SECONDS, pieces, ts_of_game
+from workers.gridcounts import GridWindows
 from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players, selected_subset
 from workers.windows import Windows
 
@@ -92,6 +100,17 @@ _TABLES = {name: joint_to_grid(nx, ny) for name, (nx, ny) in GRIDS.items()}
 assert all(FINE_X % nx == 0 and (FINE_Y % ny == 0 or ny == 13) for nx, ny in GRIDS.values())
 
 
+def side_by_side_table(grids: list[str]) -> np.ndarray:
+    """``table[joint, g]``: the joint cell's cell in grid ``grids[g]``, offset into the grids laid side by side."""
+    offset = 0
+    columns = []
+    for grid in grids:
+        columns.append(np.asarray(_TABLES[grid], dtype=np.int64) + offset)
+        nx, ny = GRIDS[grid]
+        offset += nx * ny
+    return np.stack(columns, axis=1)
+
+
 #: A heat-map tuple as ``encode`` would write it: i, ts, player (JSON), cells (JSON).
 _TUPLE = b'{"i":%d,"ts":%d,"player":%b,"cells":%b}'
 
@@ -111,7 +130,8 @@ def encode_cells(shares: dict[int, float], size: int) -> bytes:
 class _Player:
     __slots__ = ("cell", "last_ts", "name", "next_n", "second", "streams", "windows")
 
-    def __init__(self, name: str, windows: Windows[int], streams: list[list[tuple[str, OutputStream]]]) -> None:
+    def __init__(self, name: str, windows: Windows[int] | GridWindows,
+                 streams: list[list[tuple[str, OutputStream]]]) -> None:
         self.name = name
         self.windows = windows
         self.streams = streams  # per window: (grid name, stream)
@@ -126,7 +146,7 @@ class HeatMap(PlayerStreamsComponent):
     """Player samples -> ``HM_<window>_<nx>x<ny>_<player>`` once per game second."""
 
     type_name = "heatmap"
-    own_params = ("players", "windows", "grids")
+    own_params = ("players", "windows", "grids", "arrays")
 
     @classmethod
     def main_outputs(cls, spec: WorkerSpec) -> list[str]:
@@ -138,16 +158,22 @@ class HeatMap(PlayerStreamsComponent):
     def check_own_params(cls, spec: WorkerSpec) -> list[str]:
         problems = selected_players(spec, cls.ALLOWED, PLAYERS)[1]
         problems += selected_subset(spec, "windows", HM_WINDOWS)[1] + selected_subset(spec, "grids", tuple(GRIDS))[1]
+        problems += arrays_param(spec)[1]
         return problems + check_inputs_match(spec, cls.input_names(spec))
 
     def __init__(self, ctx: ComponentContext) -> None:
         super().__init__(ctx)
         windows = selected_subset(ctx.spec, "windows", HM_WINDOWS)[0]
         grids = selected_subset(ctx.spec, "grids", tuple(GRIDS))[0]
+        self.arrays = arrays_param(ctx.spec)[0]
+        lengths = [WINDOWS[w] for w in windows]
+        table = side_by_side_table(grids)
+        sizes = [GRIDS[g][0] * GRIDS[g][1] for g in grids]
         self._state: dict[str, _Player] = {}
         for p in self.players(ctx.spec):
             streams = [[(g, ctx.outputs[f"HM_{w}_{g}_{p}"]) for g in grids] for w in windows]
-            self._state[p] = _Player(p, Windows([WINDOWS[w] for w in windows]), streams)
+            counted = GridWindows(lengths, table, sizes) if self.arrays else Windows(lengths)
+            self._state[p] = _Player(p, counted, streams)
         self.emitted = 0
 
     def process(self, events: list[Tuple]) -> None:
@@ -174,6 +200,12 @@ class HeatMap(PlayerStreamsComponent):
         ts = ts_of_game(n * PS_PER_S)
         name_json = orjson.dumps(st.name)
         st.windows.slide(n * PS_PER_S)
+        if isinstance(st.windows, GridWindows):
+            for w, streams in enumerate(st.streams):
+                for (_grid, stream), cells in zip(streams, st.windows.encoded(w), strict=True):
+                    stream.extend_encoded([_TUPLE % (stream.next_index, ts, name_json, cells)])
+                self.emitted += len(streams)
+            return
         for w, streams in zip(st.windows, st.streams, strict=True):
             total = sum(w.sums.values())
             for grid, stream in streams:

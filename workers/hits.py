@@ -35,13 +35,19 @@ so the referee never hits.
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import itemgetter
 from typing import Any, ClassVar
+
+import numpy as np
 
 from pan.catalog import register
 from pan.ordered import OrderedComponent
 from pan.specs import WorkerSpec
 from pan.streams import Tuple
 from workers import debs
+from workers.arrays import PARAM as ARRAYS
+from workers.arrays import arrays_param
 from workers.nfp import BALL_GAP_PS, PLAYER_GAP_PS, Doubts, GapWatch
 
 OUTPUT = "BALLHITS"
@@ -52,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "stale_ms": 250,
     "rearm_ms": 10,
 }
+_ROW = itemgetter("sid", "ts", "x", "y", "z", "a")
 MAX_SPEED_MM_PER_PS = 12e-9  # 12 m/s: how far a sensor that lost rows may have moved since its latest one
 
 
@@ -64,7 +71,7 @@ class BallHits(OrderedComponent):
     """Emits one ``BALLHITS`` tuple per kick: ``player, sid, x, y, z, a``."""
 
     type_name = "ball_hits"
-    own_params: ClassVar[tuple[str, ...]] = tuple(DEFAULTS)
+    own_params: ClassVar[tuple[str, ...]] = (*DEFAULTS, ARRAYS)
 
     @classmethod
     def input_names(cls, spec: WorkerSpec) -> list[str]:
@@ -81,7 +88,7 @@ class BallHits(OrderedComponent):
             value = spec.params.get(key, DEFAULTS[key])
             if type(value) not in (int, float) or not value > 0:
                 problems.append(f"{key}: must be a positive number, got {value!r}")
-        return problems
+        return problems + arrays_param(spec)[1]
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
@@ -110,8 +117,55 @@ class BallHits(OrderedComponent):
         self.spike_start = 0
         self.withheld = 0
         self.doubt_markers = 0
+        # the array path (not under nfp, which watches every ball row for gaps)
+        self.arrays = arrays_param(ctx.spec, default=False)[0] and not self.nfp
+        self._player_sids = np.array(sorted(self.owner), dtype=np.int64)
+        self._ball_sids = np.array(sorted(self.balls), dtype=np.int64)
+        self.rows_on_arrays = 0
 
     def process(self, events: list[Tuple]) -> None:
+        if self.arrays and events:
+            table = int_table(events)
+            if table is not None:
+                self.rows_on_arrays += len(events)
+                self._process_table(table)
+                return
+        self._process_events(events)
+
+    def _process_table(self, table: np.ndarray) -> None:
+        """The array path: hit candidates (ball rows at or over the threshold) found at once; player rows
+        only update the latest positions, in bulk between candidates."""
+        sid = table[:, 0]
+        is_player = np.isin(sid, self._player_sids)
+        is_ball = ~is_player & np.isin(sid, self._ball_sids)
+        self.other_sid += int(len(sid) - is_player.sum() - is_ball.sum())
+        players = np.flatnonzero(is_player)
+        out: list[dict[str, Any]] = []
+        done = 0  # player rows applied to ``latest``
+        for j in np.flatnonzero(is_ball & (table[:, 5] >= self.threshold)).tolist():
+            upto = int(np.searchsorted(players, j))
+            if upto > done:
+                self._take_latest(table[players[done:upto]])
+                done = upto
+            row_sid, ts, x, y, z, a = table[j].tolist()
+            self._candidate(row_sid, ts, x, y, z, a, out)
+        if done < len(players):
+            self._take_latest(table[players[done:]])
+        if out:
+            self.output.extend(out)
+
+    def _take_latest(self, rows: np.ndarray) -> None:
+        """Each sensor's last row of ``rows`` becomes its latest; sensors new to ``latest`` enter in the order
+        they first appear, as row by row (``hitter`` breaks ties by that order)."""
+        sids, first = np.unique(rows[:, 0], return_index=True)
+        last = len(rows) - 1 - np.unique(rows[::-1, 0], return_index=True)[1]
+        latest = self.latest
+        for _first, s, k in sorted(zip(first.tolist(), sids.tolist(), last.tolist(), strict=True)):
+            ts, x, y, z = rows[k, 1:5].tolist()
+            latest[s] = (ts, x, y, z)
+
+    def _process_events(self, events: list[Tuple]) -> None:
+        """The per-event path (and the array path's for a batch with a row that is not all ints)."""
         out: list[dict[str, Any]] = []
         latest = self.latest
         owner = self.owner
@@ -143,30 +197,34 @@ class BallHits(OrderedComponent):
                 self.ball_gaps.see(sid, ts)
             if a < threshold:
                 continue
-            if self.spike_sid != sid or ts - self.spike_last >= self.rearm_ps:
-                self.spike_sid, self.spike_done, self.spike_start = sid, False, ts
-                self.spikes += 1
-                if self.nfp:
-                    self.doubts.forget_before(ts - debs.PS_PER_S)
-            self.spike_last = ts
-            if self.spike_done:
-                continue
-            player = self.hitter(ts, x, y, z)
-            if self.nfp and self.in_doubt(ts, x, y, z, player):
-                self.spike_done = True
-                self.decided_spikes += 1
-                self.withheld += player is not None
-                self.doubt_markers += 1
-                out.append({"ts": ts, "doubt": "hit", "sid": sid, "x": x, "y": y, "z": z, "a": a})
-                continue
-            if player is None:
-                continue
-            self.spike_done = True
-            self.decided_spikes += 1
-            self.hits += 1
-            out.append({"ts": ts, "player": player, "sid": sid, "x": x, "y": y, "z": z, "a": a})
+            self._candidate(sid, ts, x, y, z, a, out)
         if out:
             self.output.extend(out)
+
+    def _candidate(self, sid: int, ts: int, x: Any, y: Any, z: Any, a: Any, out: list[dict[str, Any]]) -> None:
+        """A ball row at or over the threshold: the spike it belongs to, and its hit (or doubt marker)."""
+        if self.spike_sid != sid or ts - self.spike_last >= self.rearm_ps:
+            self.spike_sid, self.spike_done, self.spike_start = sid, False, ts
+            self.spikes += 1
+            if self.nfp:
+                self.doubts.forget_before(ts - debs.PS_PER_S)
+        self.spike_last = ts
+        if self.spike_done:
+            return
+        player = self.hitter(ts, x, y, z)
+        if self.nfp and self.in_doubt(ts, x, y, z, player):
+            self.spike_done = True
+            self.decided_spikes += 1
+            self.withheld += player is not None
+            self.doubt_markers += 1
+            out.append({"ts": ts, "doubt": "hit", "sid": sid, "x": x, "y": y, "z": z, "a": a})
+            return
+        if player is None:
+            return
+        self.spike_done = True
+        self.decided_spikes += 1
+        self.hits += 1
+        out.append({"ts": ts, "player": player, "sid": sid, "x": x, "y": y, "z": z, "a": a})
 
     def hitter(self, ts: int, x: float, y: float, z: float) -> str | None:
         """The owner of the nearest fresh sensor within range of the ball, if any."""
@@ -228,3 +286,17 @@ class BallHits(OrderedComponent):
             "bad_rows": self.bad,
             "other_sensor_rows": self.other_sid,
         }
+
+
+def int_table(events: list[Tuple]) -> np.ndarray | None:
+    """sid, ts, x, y, z, a of every row as int64 columns; None unless every one is a plain int."""
+    try:
+        rows = list(map(_ROW, events))
+    except (KeyError, TypeError):
+        return None
+    if set(map(type, chain.from_iterable(rows))) != {int}:
+        return None
+    try:
+        return np.array(rows, dtype=np.int64)
+    except OverflowError:
+        return None

@@ -29,13 +29,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Protocol, TypeVar
+
+import numpy as np
 
 from pan.catalog import register
 from pan.component import ComponentContext
 from pan.ordered import OrderedComponent
 from pan.specs import WorkerSpec
 from pan.streams import Tuple
+from workers.arrays import arrays_param
 from workers.debs import PLAYER_SENSORS, PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, REFEREE_SENSORS, sensor_stream
 from workers.gametime import MAX_GAP_PS
 
@@ -49,6 +54,7 @@ P = TypeVar("P", bound=_Sampled)
 SLOT_PS = 20 * PS_PER_MS
 STALE_PS = PS_PER_S
 FIELDS = ("x", "y", "z", "v", "a")
+_ROW = itemgetter("sid", "ts", *FIELDS)
 
 #: Every entity the component can average, with its sensors.
 ENTITY_SENSORS: dict[str, tuple[int, ...]] = {**PLAYER_SENSORS, REFEREE: REFEREE_SENSORS}
@@ -102,7 +108,7 @@ class PlayerAverage(OrderedComponent):
     """SENSOR<sid> rows -> one ``A1``…``B8``/``REFEREE`` tuple per player per 20 ms slot."""
 
     type_name = "player_average"
-    own_params = ("players",)
+    own_params = ("players", "arrays")
 
     @classmethod
     def players(cls, spec: WorkerSpec) -> list[str]:
@@ -118,7 +124,7 @@ class PlayerAverage(OrderedComponent):
 
     @classmethod
     def check_own_params(cls, spec: WorkerSpec) -> list[str]:
-        problems = selected_players(spec, ENTITIES, ENTITIES)[1]
+        problems = selected_players(spec, ENTITIES, ENTITIES)[1] + arrays_param(spec)[1]
         return problems + check_inputs_match(spec, cls.input_names(spec))
 
     def __init__(self, ctx: ComponentContext) -> None:
@@ -141,8 +147,20 @@ class PlayerAverage(OrderedComponent):
         self.foreign = 0
         self.stale = 0
         self.emitted = 0
+        self.arrays = arrays_param(ctx.spec, default=False)[0]
+        self.rows_on_arrays = 0  # rows the array path took (a batch with a row not all ints goes event by event)
 
     def process(self, events: list[Tuple]) -> None:
+        if self.arrays and events:
+            table = self._int_table(events)
+            if table is not None:
+                self.rows_on_arrays += len(events)
+                self._process_table(table)
+                return
+        self._process_events(events)
+
+    def _process_events(self, events: list[Tuple]) -> None:
+        """The per-event path (and the array path's for a batch with a row that is not all ints)."""
         owner, latest, slots = self._owner, self._latest, self._slot
         for ev in events:
             self.rows += 1
@@ -174,6 +192,89 @@ class PlayerAverage(OrderedComponent):
                     self._emit(player, (cur + 1) * SLOT_PS)
                 slots[player] = slot
             latest[sid] = row
+
+    @staticmethod
+    def _int_table(events: list[Tuple]) -> np.ndarray | None:
+        """sid, ts, x, y, z, v, a of every event as int64 columns; None unless every one is a plain int."""
+        try:
+            rows = list(map(_ROW, events))
+        except (KeyError, TypeError):
+            return None
+        if set(map(type, chain.from_iterable(rows))) != {int}:
+            return None
+        try:
+            table = np.array(rows, dtype=np.int64)
+        except OverflowError:
+            return None
+        if ((table > 2**59) | (table < -(2**59))).any():
+            return None  # a sum of a player's rows must stay exact in int64
+        return table
+
+    def _process_table(self, table: np.ndarray) -> None:
+        """The array path: the same rows, counters and tuples as ``_process_events``, per sensor and player."""
+        self.rows += len(table)
+        sid, ts = table[:, 0], table[:, 1]
+        bad = (table[:, 5] < 0) | (table[:, 6] < 0)
+        self.bad += int(bad.sum())
+        ok = ~bad
+        known = ok & np.isin(sid, np.fromiter(self._owner, dtype=np.int64, count=len(self._owner)))
+        self.foreign += int(ok.sum() - known.sum())
+        accepted = np.zeros(len(table), dtype=bool)
+        for s in np.unique(sid[known]).tolist():
+            rows = np.flatnonzero(known & (sid == s))
+            prev = self._latest[s]
+            highest = np.maximum.accumulate(np.concatenate(([-1 if prev is None else prev[0]], ts[rows[:-1]])))
+            fresh = ts[rows] >= highest  # behind this sensor's newer row: only late events
+            self.stale += int(len(rows) - fresh.sum())
+            accepted[rows[fresh]] = True
+        for player in {self._owner[s] for s in np.unique(sid[accepted]).tolist()}:
+            sids = self._sids[player]
+            mine = np.flatnonzero(accepted & np.isin(sid, np.array(sids)))
+            self._player_rows(player, table[mine])
+
+    def _player_rows(self, player: str, rows: np.ndarray) -> None:
+        """One player's accepted rows, in order: emit each slot the rows close, then keep the latest rows."""
+        slot = rows[:, 1] // SLOT_PS
+        cur = self._slot[player]
+        before = np.maximum.accumulate(np.concatenate(([-1 if cur is None else cur], slot[:-1])))
+        closes = np.flatnonzero(slot > before)
+        if cur is None and len(closes) and closes[0] == 0:
+            closes = closes[1:]  # the player's first row opens a slot and closes none
+        boundaries = (before[closes] + 1) * SLOT_PS
+        fresh = boundaries > self._done[player]  # not yet emitted when the release point passed it
+        closes, boundaries = closes[fresh], boundaries[fresh]
+        sids = self._sids[player]
+        of_sid = [np.flatnonzero(rows[:, 0] == s) for s in sids]
+        if len(closes):
+            self._done[player] = int(boundaries[-1])
+            oldest = boundaries - STALE_PS
+            n = np.zeros(len(closes), dtype=np.int64)
+            sums = np.zeros((len(closes), 5), dtype=np.int64)
+            for s, at in zip(sids, of_sid, strict=True):
+                k = np.searchsorted(at, closes) - 1  # the sensor's latest row before each closing row
+                held = self._latest[s]
+                latest = rows[at[np.maximum(k, 0)]] if len(at) else np.zeros((len(closes), 7), dtype=np.int64)
+                if held is not None:
+                    latest[k < 0] = np.array([s, *held], dtype=np.int64)
+                known = (k >= 0) | (held is not None)
+                counts = known & (latest[:, 1] >= oldest)
+                n += counts
+                sums += np.where(counts[:, None], latest[:, 2:], 0)
+            for boundary, count, (sx, sy, sz, sv, sa) in zip(boundaries.tolist(), n.tolist(), sums.tolist(),
+                                                             strict=True):
+                if count:
+                    self._emit_mean(player, boundary, (sx, sy, sz, sv, sa), count)
+        self._slot[player] = int(slot.max()) if cur is None else max(cur, int(slot.max()))
+        for s, at in zip(sids, of_sid, strict=True):
+            if len(at):
+                self._latest[s] = rows[at[-1], 1:].tolist()
+
+    def _emit_mean(self, player: str, boundary: int, sums: tuple[int, ...], n: int) -> None:
+        sx, sy, sz, sv, sa = sums
+        self.emitted += 1
+        self._out[player].append(
+            {"ts": boundary, "player": player, "x": sx / n, "y": sy / n, "z": sz / n, "v": sv / n, "a": sa / n}
+        )
 
     @staticmethod
     def _valid(row: list[Any]) -> bool:

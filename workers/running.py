@@ -19,19 +19,28 @@ Exact rules (docs/q1-q3.md):
 - ``RUNAGG_<w>_<p>`` at the same instants (or every ``agg_period_ms``): with ``g``
   the game clock at ``T``, a window of ``W`` s holds the game seconds
   ``n >= ceil(g / 1 s) - W``: the current partial second and ``W - 1`` whole ones.
+
+Two paths give the same bytes (``arrays`` param, default true): each player's
+samples of a batch at once on numpy arrays (``workers.running_arrays``), or
+sample by sample (``arrays: false``, the reference the tests compare with).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
 
 from pan.catalog import register
 from pan.component import ComponentContext
 from pan.specs import WorkerSpec
 from pan.streams import OutputStream, Tuple
+from workers.arrays import arrays_param
 from workers.debs import PLAYERS, PS_PER_MS, PS_PER_S, WINDOWS
 from workers.gametime import clipped, seconds_of
 from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players, selected_subset
+from workers.running_arrays import Steps, new_totals, seconds_needed, window_sums
 from workers.windows import Windows
 
 BANDS = ("standing", "trot", "low", "medium", "high", "sprint")
@@ -58,8 +67,24 @@ def selected_windows(spec: WorkerSpec) -> tuple[list[str], list[str]]:
 
 class _Player:
     __slots__ = (
-        "agg_slot", "aggregates", "band", "last_ts", "name", "run", "run_slot", "second", "seg_band", "seg_nm",
-        "seg_start", "seg_stop", "v", "windows", "x", "y",
+        "agg_slot",
+        "aggregates",
+        "band",
+        "last_ts",
+        "name",
+        "prefix",
+        "run",
+        "run_slot",
+        "second",
+        "seg_band",
+        "seg_nm",
+        "seg_start",
+        "seg_stop",
+        "totals",
+        "v",
+        "windows",
+        "x",
+        "y",
     )
 
     def __init__(self, name: str, run: OutputStream, windows: Windows[int], aggregates: list[OutputStream]) -> None:
@@ -75,6 +100,9 @@ class _Player:
         self.seg_band = -1
         self.seg_start = self.seg_stop = self.seg_nm = 0
         self.run_slot = self.agg_slot = -1
+        # the array path's windows: ps and nm per game second and key, and their sum so far
+        self.totals: np.ndarray | None = None
+        self.prefix: np.ndarray | None = None
 
 
 @register
@@ -82,7 +110,7 @@ class Running(PlayerStreamsComponent):
     """Player samples -> ``RUN_<p>`` (current segment) and ``RUNAGG_<w>_<p>`` (windows)."""
 
     type_name = "running"
-    own_params = ("players", "windows", "agg_period_ms")
+    own_params = ("players", "windows", "agg_period_ms", "arrays")
 
     @classmethod
     def main_outputs(cls, spec: WorkerSpec) -> list[str]:
@@ -95,18 +123,29 @@ class Running(PlayerStreamsComponent):
         period = spec.params.get("agg_period_ms", 20)
         if type(period) is not int or period < 20 or period % 20:
             problems.append(f"agg_period_ms: must be a positive multiple of 20, got {period!r}")
+        problems += arrays_param(spec)[1]
         return problems + check_inputs_match(spec, cls.input_names(spec))
 
     def __init__(self, ctx: ComponentContext) -> None:
         super().__init__(ctx)
         windows = selected_windows(ctx.spec)[0]
         self._agg_ps = self.params.get("agg_period_ms", 20) * PS_PER_MS
+        self.arrays = arrays_param(ctx.spec)[0]
+        lengths = [WINDOWS[w] for w in windows]
+        self._lengths_s = [None if n is None else n // PS_PER_S for n in lengths]
+        assert all(n is None or n % PS_PER_S == 0 for n in lengths), "windows are whole seconds"
         self._state: dict[str, _Player] = {}
         for p in self.players(ctx.spec):
             aggregates = [ctx.outputs[f"RUNAGG_{w}_{p}"] for w in windows]
-            self._state[p] = _Player(p, ctx.outputs[f"RUN_{p}"], Windows([WINDOWS[w] for w in windows]), aggregates)
+            self._state[p] = _Player(p, ctx.outputs[f"RUN_{p}"], Windows(lengths), aggregates)
+            if self.arrays:
+                self._state[p].totals = new_totals()
+                self._state[p].prefix = np.zeros(new_totals().shape[1], dtype=np.int64)
 
     def process(self, events: list[Tuple]) -> None:
+        if self.arrays:
+            self._process_arrays(events)
+            return
         for st, ts, x, y, since in self.usable_samples(events, self._state):
             x, y = float(x), float(y)
             if since is not None:
@@ -159,3 +198,78 @@ class Running(PlayerStreamsComponent):
                     "high_time_ps": get(4, 0), "high_distance": get(DISTANCE + 4, 0) / 1e9,
                     "sprint_time_ps": get(5, 0), "sprint_distance": get(DISTANCE + 5, 0) / 1e9,
                 })
+
+    def _process_arrays(self, events: list[Tuple]) -> None:
+        """The array path: each player's accepted samples of the batch at once (``workers.running_arrays``)."""
+        batches: dict[_Player, list[tuple[int, float, float, int]]] = {}
+        for st, ts, x, y, since in self.usable_samples(events, self._state):
+            batches.setdefault(st, []).append((ts, float(x), float(y), -1 if since is None else since))
+            st.last_ts = ts
+        for st, rows in batches.items():
+            ts, x, y, since = zip(*rows, strict=True)
+            steps = Steps(np.array(ts, dtype=np.int64), np.array(x), np.array(y), np.array(since, dtype=np.int64),
+                          st.x, st.y)
+            st.x, st.y = x[-1], y[-1]
+            if len(steps.hi):
+                self._emit_steps(st, steps)
+
+    def _emit_steps(self, st: _Player, steps: Steps) -> None:
+        """Count ``steps`` into the player's windows and segment, and emit RUN and RUNAGG tuples."""
+        assert st.totals is not None and st.prefix is not None
+        band, lo, hi = steps.band, steps.lo, steps.hi
+        steps.add_to_seconds(st.totals)
+        prefix = st.prefix + np.cumsum(steps.contrib, axis=0)
+        st.prefix = prefix[-1]
+        # segments: a step continues the one before when its band and start match that one's band and end
+        prev_band = np.concatenate(([st.seg_band], band[:-1]))
+        prev_hi = np.concatenate(([st.seg_stop], hi[:-1]))
+        starts = (band != prev_band) | (lo != prev_hi)
+        at = np.maximum.accumulate(np.where(starts, np.arange(len(hi)), -1))
+        nm_sum = np.cumsum(steps.nm)
+        earlier = np.where(at > 0, nm_sum[np.maximum(at, 1) - 1], 0)  # nm of the batch's steps before the start
+        seg_nm = np.where(at < 0, st.seg_nm + nm_sum, nm_sum - earlier)
+        seg_start = np.where(at < 0, st.seg_start, lo[np.maximum(at, 0)])
+        st.seg_band, st.seg_start, st.seg_nm = int(band[-1]), int(seg_start[-1]), int(seg_nm[-1])
+        st.seg_stop = int(hi[-1])
+        run = _new_slots(-(-hi // SLOT_PS), st.run_slot)
+        st.run_slot = max(st.run_slot, int(-(-hi[-1] // SLOT_PS)))
+        if run.any():
+            distance = seg_nm[run] / 1e9
+            speed = distance * 3.6e12 / (hi[run] - seg_start[run])
+            st.run.extend([
+                {"ts": h, "ts_start": s, "ts_stop": h, "player": st.name, "intensity": BANDS[b], "distance": d,
+                 "speed": v}
+                for h, s, b, d, v in zip(hi[run].tolist(), seg_start[run].tolist(), band[run].tolist(),
+                                         distance.tolist(), speed.tolist(), strict=True)
+            ])
+        agg = _new_slots(-(-hi // self._agg_ps), st.agg_slot)
+        st.agg_slot = max(st.agg_slot, int(-(-hi[-1] // self._agg_ps)))
+        if not agg.any():
+            return
+        g_end = steps.g_end[agg]
+        need = seconds_needed(g_end, [n for n in self._lengths_s if n is not None])
+        before = np.cumsum(st.totals[:need], axis=0)
+        ts_list = hi[agg].tolist()
+        for length_s, stream in zip(self._lengths_s, st.aggregates, strict=True):
+            sums = window_sums(prefix[agg], before, g_end, length_s)
+            stream.extend([_aggregate(t, st.name, row) for t, row in zip(ts_list, sums.tolist(), strict=True)])
+
+
+def _new_slots(slots: np.ndarray, done: int) -> np.ndarray:
+    """Where a step's slot is later than every slot before it (``done``: the latest emitted before the batch)."""
+    before = np.maximum.accumulate(np.concatenate(([done], slots[:-1])))
+    return slots > before
+
+
+def _aggregate(ts: int, player: str, sums: list[int]) -> dict[str, Any]:
+    """A RUNAGG tuple from a window's sums (time per band, then distance per band), as the per-event path writes."""
+    d = DISTANCE
+    return {
+        "ts": ts, "player": player,
+        "standing_time_ps": sums[0], "standing_distance": sums[d] / 1e9,
+        "trot_time_ps": sums[1], "trot_distance": sums[d + 1] / 1e9,
+        "low_time_ps": sums[2], "low_distance": sums[d + 2] / 1e9,
+        "medium_time_ps": sums[3], "medium_distance": sums[d + 3] / 1e9,
+        "high_time_ps": sums[4], "high_distance": sums[d + 4] / 1e9,
+        "sprint_time_ps": sums[5], "sprint_distance": sums[d + 5] / 1e9,
+    }
