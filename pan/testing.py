@@ -87,10 +87,9 @@ class OutputReader:
         buffer = self.output.buffer
         page = buffer.read(self.after, oldest=buffer.capacity)
         self.missed += page.missed
-        if not page.items:
-            return []
-        self.after = page.indices[-1]
-        self.output.hold(self.name, self.after)
+        if page.items:
+            self.after = page.indices[-1]
+        self.output.hold(self.name, self.after)  # every call renews the hold: a quiet output must not drop it
         return [orjson.loads(item) for item in page.items]
 
 
