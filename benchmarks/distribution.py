@@ -127,7 +127,10 @@ def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Name
             cells = [f"`{name}`", first["peers"], f"`{stream}`", first["streams"][stream]["received"]]
             for wire in names:
                 s = per_wire[wire]["streams"][stream]
-                cells += [common.fmt(s["p50_ms"]), common.fmt(s["p99_ms"])]
+                p50 = common.fmt(s["p50_ms"])
+                if results["config"]["reps"] > 1 and s["p50_ms_min"] is not None:
+                    p50 += f" ({common.fmt(s['p50_ms_min'])}-{common.fmt(s['p50_ms_max'])})"
+                cells += [p50, common.fmt(s["p99_ms"])]
             if "json" in per_wire and "arrow" in per_wire:
                 ratio = wires.ratio(per_wire["arrow"]["streams"][stream]["p50_ms"],
                                     per_wire["json"]["streams"][stream]["p50_ms"])
@@ -146,12 +149,8 @@ def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Name
     header += ["target p50", f"met ({' / '.join(names)})"]
     align = "lrlr" + "rr" * len(names) + ("r" if paired else "") + "rl"
     loads = [r for per_wire in results["workflows"].values() for w in per_wire.values() for r in w["runs"]]
-    spreads = ""
-    if results["config"]["reps"] > 1:
-        spreads = (" With several runs, each cell is the median over the runs; the p50s ranged: "
-                   + "; ".join(f"{name} {wire} {stream} {common.fmt(s['p50_ms_min'])}-{common.fmt(s['p50_ms_max'])}"
-                               for name, per_wire in results["workflows"].items() for wire, r in per_wire.items()
-                               for stream, s in r["streams"].items() if s["p50_ms_min"] is not None) + ".")
+    spreads = (" With several runs, each cell is the median over the runs, the p50's min-max in brackets."
+               if results["config"]["reps"] > 1 else "")
     return "\n".join([
         "## Distribution: the full game on 3, 6, 8 and 14 peers, JSON and Arrow pages (issues 6 and 13)",
         "",

@@ -405,7 +405,7 @@ def report(results: dict[str, Any]) -> str:
         f"Command: `{results['command']}`; workflow `{config['workflow']}`, {config['match']} "
         f"({event_s:.1f} s of event time), `pan replay` unpaced (speedup 0, sensors in lockstep), every output "
         "stream recorded, all processes on this machine.",
-        f"Wire formats {', '.join(wire_names)}: {config['reps']} runs each, alternating, with `PAN_WIRE` set for "
+        f"Wire formats {', '.join(wire_names)}: {config['reps']} run(s) each, alternating, with `PAN_WIRE` set for "
         "every process of the run (checked: the replay driver with its recorder, the launcher, the repository and "
         "every peer). Load average (1 min) before each run: "
         f"{min(loads_before):.2f} - {max(loads_before):.2f}, after: {min(loads_after):.2f} - {max(loads_after):.2f}.",

@@ -77,10 +77,11 @@ def output_streams(workflow: Workflow) -> list[str]:
     return streams
 
 
-#: Pause between a stream's fetches: recording is not latency-bound, and tuples gathered meanwhile come in one
-#: page, so hundreds of streams make a few larger requests instead of many tiny ones (the recorder's HTTP
-#: requests are most of the replay driver's CPU). Publishers hold what is not recorded yet (``hold``).
-RECORD_LINGER_S = 0.05
+#: Pause after a page that caught up with its publisher: recording is not latency-bound, and tuples gathered
+#: meanwhile come in one page, so hundreds of streams make a few larger requests instead of many tiny ones
+#: (the recorder's HTTP requests are most of the replay driver's CPU). A stream with more waiting is fetched
+#: again at once, so a busy stream is never throttled. Publishers hold what is not recorded yet (``hold``).
+RECORD_LINGER_S = 0.25
 
 
 class Recorder:
@@ -125,7 +126,8 @@ class Recorder:
         async for batch in subscriber.batches():
             out.write(b"".join([dumps(item) + b"\n" for item in batch]))
             self.counts[stream] += len(batch)
-            await asyncio.sleep(self.linger_s)
+            if subscriber.position >= subscriber.upstream_last:  # caught up: let the next page fill
+                await asyncio.sleep(self.linger_s)
 
     def total(self) -> int:
         return sum(self.counts.values())
