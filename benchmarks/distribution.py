@@ -118,6 +118,12 @@ def plot_runs(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
             for name, per_wire in results["workflows"].items() for wire, r in per_wire.items()}
 
 
+def peer_counts(results: dict[str, Any]) -> str:
+    """``3, 6, 8 and 14``: the distributions measured."""
+    counts = [str(next(iter(per_wire.values()))["peers"]) for per_wire in results["workflows"].values()]
+    return counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} and {counts[-1]}"
+
+
 def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Namespace) -> str:
     names = results["config"]["wires"]
     rows = []
@@ -152,7 +158,8 @@ def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Name
     spreads = (" With several runs, each cell is the median over the runs, the p50's min-max in brackets."
                if results["config"]["reps"] > 1 else "")
     return "\n".join([
-        "## Distribution: the full game on 3, 6, 8 and 14 peers, JSON and Arrow pages (issues 6 and 13)",
+        f"## Distribution: the full game on {peer_counts(results)} peers, {' and '.join(names)} pages "
+        "(issues 6 and 13)",
         "",
         f"{common.utc_now()}. {common.machine_line(machine, results['load_avg_at_end'])}",
         f"Command: `{common.command_line()}`; every workflow replayed in real time, one after the other, on the "
