@@ -234,8 +234,6 @@ def test_distribution_quick_on_one_workflow(tmp_path: Path) -> None:
             s = result["streams"][stream]
             assert set(s) == {"count", "received", "p50_ms", "p90_ms", "p99_ms", "max_ms", "p50_ms_min", "p50_ms_max"}
             assert s["received"] >= s["count"] > 0 and s["p50_ms"] <= s["p99_ms"] <= s["max_ms"]
-    for stream in query_delay.STREAMS:  # the same match, so the same tuples over either format
-        assert per_wire["json"]["streams"][stream]["received"] == per_wire["arrow"]["streams"][stream]["received"]
     text = report.read_text()
     assert f"<!-- {distribution.SECTION}:start -->" in text and f"](img/{distribution.SECTION}.png)" in text
     assert "p50 ms arrow" in text and "p50 arrow / json" in text
