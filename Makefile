@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# A generated match for `pan bench ball`, removed after it.
+BENCH_DATA := .bench-data
 # Under CI the slowest tests are listed at the end, to keep an eye on the suite's time.
 PYTEST_ARGS ?= $(if $(CI),--durations=25)
 
@@ -44,6 +46,13 @@ bench: $(STAMP)
 		|| echo "redis-server missing: install it with 'sudo apt-get install -y redis-server' (pan bench redis will skip)"
 	command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q iproute2; } || true
 	$(BIN)/pan bench runtime --write docs/benchmarks.md
+	$(BIN)/pan bench wire --reps 5 --write docs/benchmarks.md
+	$(BIN)/pan bench simulation --minutes 2:3 10:1 --write docs/benchmarks.md
+	$(BIN)/pan bench simulate --reps 3 --write docs/benchmarks.md
+	$(BIN)/pan bench ordering --reps 3 --write docs/ordering.md
+	rm -rf $(BENCH_DATA) && $(BIN)/pan generate --minutes 5 --seed 2013 --out $(BENCH_DATA)
+	$(BIN)/pan bench ball $(BENCH_DATA) --seconds 120 --reps 3 --write docs/benchmarks.md
+	rm -rf $(BENCH_DATA)
 	$(BIN)/pan bench fanout --write docs/benchmarks.md
 	$(BIN)/pan bench fanout --clients 100,1000 --publishers 1,3 --rate 200 --seconds 4 --warmup 2 --reps 3 \
 		--section fanout-bench-200 --write docs/benchmarks.md
@@ -52,9 +61,10 @@ bench: $(STAMP)
 	$(BIN)/pan bench query-delay --write docs/benchmarks.md
 	$(BIN)/pan bench distribution --write docs/benchmarks.md
 	$(BIN)/pan bench replay --per-worker --profile 20 --write docs/benchmarks.md
+	$(BIN)/pan bench floor --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench chaos --write docs/benchmarks.md
 	$(BIN)/pan bench ordering-modes --write docs/ordering.md
 	$(BIN)/pan bench policies --out docs/policies.json
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache $(BENCH_DATA)

@@ -7,28 +7,39 @@ delay = receive time - send time of the sensor row the tuple answers), one
 workflow after the other, so the numbers show what distributing the same
 work over more processes costs or gains on this machine.  ``received`` is
 every tuple the client got; ``count`` those with a delay (a matching row).
+
+Each workflow runs once per wire format of ``--wires`` (JSON and Arrow pages by
+default, `benchmarks/wires.py`), the formats alternating, with ``PAN_WIRE`` set
+for every process of the run (the peers, the replay's recorder and the
+observing client).  A real-time run lasts as long as its match, so ``--reps``
+defaults to 1: 1 min of match on four workflows and two formats is ~12 minutes
+per repetition.  With more, each stream's delays are the median over the runs
+of each run's p50 (p90, ...), with the spread of the p50s.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks import common, query_delay
+from benchmarks import common, query_delay, wires
 from pan import eventloop
 
 HELP = "query delay and tuples received per stream of the full-game workflow on 3, 6, 8 and 14 peers"
 SECTION = "distribution-bench"
 WORKFLOWS = [str(query_delay.ROOT / "workflows" / f"full_game_{n}_peers.json") for n in (3, 6, 8, 14)]
+QUANTILES = ("p50_ms", "p90_ms", "p99_ms", "max_ms")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workflows", nargs="+", default=WORKFLOWS, metavar="WF",
                    help="workflow files to compare (default: full_game_{3,6,8,14}_peers.json)")
+    p.add_argument("--reps", type=int, default=1, metavar="N",
+                   help="real-time runs per workflow and wire format (default 1: each lasts as long as the match)")
+    wires.add_argument(p)
     query_delay.add_replay_arguments(p, "20 s of match per workflow, no Spark: a few minutes for all four")
 
 
@@ -42,45 +53,125 @@ async def measure_one(workflow: Path, data: Path, work: Path) -> dict[str, Any]:
     return {"peers": len(load_workflow(workflow).peers()), "streams": streams}
 
 
+def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs of one workflow and wire: per stream the median of each quantile, the p50s' spread."""
+    streams: dict[str, dict[str, Any]] = {}
+    for stream in runs[0]["streams"]:
+        per_run = [r["streams"][stream] for r in runs]
+        combined: dict[str, Any] = {"count": min(s["count"] for s in per_run),
+                                    "received": min(s["received"] for s in per_run)}
+        for q in QUANTILES:
+            values = [s[q] for s in per_run if s[q] is not None]
+            combined[q] = round(wires.spread(values)["median"], 3) if values else None
+        p50s = [s["p50_ms"] for s in per_run if s["p50_ms"] is not None]
+        combined["p50_ms_min"], combined["p50_ms_max"] = (min(p50s), max(p50s)) if p50s else (None, None)
+        streams[stream] = combined
+    return {"peers": runs[0]["peers"], "streams": streams,
+            "runs": [{k: r[k] for k in ("load_avg_before", "load_avg_after")} for r in runs]}
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.reps < 1:
+        print("pan bench distribution: --reps must be >= 1", file=sys.stderr)
+        return 2
+    problem = wires.check_available(args.wires)
+    if problem:
+        print(f"pan bench distribution: {problem}", file=sys.stderr)
+        return 2
     machine = common.machine()
-    results: dict[str, dict[str, Any]] = {}
+    by_run: dict[str, dict[str, list[dict[str, Any]]]] = {}
     with tempfile.TemporaryDirectory(prefix="pan-distribution-") as tmp:
         work = Path(tmp)
         data = query_delay.prepare_data(args, work)  # one match for every distribution
-        for source in map(Path, args.workflows):
-            run_dir = work / source.stem
-            run_dir.mkdir()
-            result = eventloop.run(measure_one(query_delay.on_free_ports_copy(source, run_dir), data, run_dir))
-            results[source.stem] = result
-            cells = ", ".join(f"{s} p50 {common.fmt(d['p50_ms'])} ms n={d['received']}"
-                              for s, d in result["streams"].items())
-            print(f"distribution {source.stem} ({result['peers']} peers): {cells}", file=sys.stderr, flush=True)
+        for rep in range(args.reps):
+            for source in map(Path, args.workflows):
+                for wire in args.wires:  # interleaved: json, arrow, json, arrow, ...
+                    run_dir = work / f"{source.stem}-{wire}-{rep}"
+                    run_dir.mkdir()
+                    before = wires.load_avg()
+                    with wires.chosen(wire):  # inherited by `pan run`, its peers and the observer
+                        result = eventloop.run(measure_one(query_delay.on_free_ports_copy(source, run_dir), data,
+                                                           run_dir))
+                    result.update(load_avg_before=before, load_avg_after=wires.load_avg())
+                    by_run.setdefault(source.stem, {}).setdefault(wire, []).append(result)
+                    cells = ", ".join(f"{s} p50 {common.fmt(d['p50_ms'])} ms n={d['received']}"
+                                      for s, d in result["streams"].items())
+                    print(f"distribution {source.stem} {wire} {rep + 1}/{args.reps} ({result['peers']} peers, load "
+                          f"{before[0]:.2f} -> {result['load_avg_after'][0]:.2f}): {cells}", file=sys.stderr,
+                          flush=True)
+    results: dict[str, Any] = {
+        "config": {"wires": args.wires, "reps": args.reps, "match": query_delay.match_text(args)},
+        "load_avg_at_end": wires.load_avg(),
+        "workflows": {name: {wire: combine(runs) for wire, runs in per_wire.items()}
+                      for name, per_wire in by_run.items()},
+    }
     from benchmarks import plots
 
     common.publish(results, args.write, SECTION, lambda: report(results, machine, args),
-                   lambda png: plots.distribution(results, png))
+                   lambda png: plots.distribution(plot_runs(results), png))
     return 0
 
 
-def report(results: dict[str, dict[str, Any]], machine: dict[str, Any], args: argparse.Namespace) -> str:
-    rows = [[f"`{name}`", r["peers"], f"`{stream}`", s["received"], s["count"], *query_delay.delay_cells(s),
-             *query_delay.target_cells(stream, s)]
-            for name, r in results.items() for stream, s in r["streams"].items()]
-    table = common.markdown_table(
-        ["workflow", "peers", "stream", "received", "with delay", "p50 ms", "p90 ms", "p99 ms", "max ms",
-         "target p50", "met"], rows, align="lrlrrrrrrrr"
-    )
+def plot_runs(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """One bar series per workflow and wire, in the shape `plots.distribution` draws."""
+    return {f"{name}-{wire}": {"peers": r["peers"], "label": f"{r['peers']} peers, {wire}", "streams": r["streams"]}
+            for name, per_wire in results["workflows"].items() for wire, r in per_wire.items()}
+
+
+def peer_counts(results: dict[str, Any]) -> str:
+    """``3, 6, 8 and 14``: the distributions measured."""
+    counts = [str(next(iter(per_wire.values()))["peers"]) for per_wire in results["workflows"].values()]
+    return counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} and {counts[-1]}"
+
+
+def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Namespace) -> str:
+    names = results["config"]["wires"]
+    rows = []
+    for name, per_wire in results["workflows"].items():
+        first = next(iter(per_wire.values()))
+        for stream in first["streams"]:
+            cells = [f"`{name}`", first["peers"], f"`{stream}`", first["streams"][stream]["received"]]
+            for wire in names:
+                s = per_wire[wire]["streams"][stream]
+                p50 = common.fmt(s["p50_ms"])
+                if results["config"]["reps"] > 1 and s["p50_ms_min"] is not None:
+                    p50 += f" ({common.fmt(s['p50_ms_min'])}-{common.fmt(s['p50_ms_max'])})"
+                cells += [p50, common.fmt(s["p99_ms"])]
+            if "json" in per_wire and "arrow" in per_wire:
+                ratio = wires.ratio(per_wire["arrow"]["streams"][stream]["p50_ms"],
+                                    per_wire["json"]["streams"][stream]["p50_ms"])
+                cells.append(f"{ratio:.2f}" if ratio is not None else "-")
+            target = query_delay.TARGETS_MS.get(stream)
+            cells.append(common.fmt(target) if target else "-")
+            cells.append(" / ".join(query_delay.target_cells(stream, per_wire[w]["streams"][stream])[1]
+                                    for w in names))
+            rows.append(cells)
+    header = ["workflow", "peers", "stream", "received"]
+    for wire in names:
+        header += [f"p50 ms {wire}", f"p99 ms {wire}"]
+    paired = {"json", "arrow"} <= set(names)
+    if paired:
+        header.append("p50 arrow / json")
+    header += ["target p50", f"met ({' / '.join(names)})"]
+    align = "lrlr" + "rr" * len(names) + ("r" if paired else "") + "rl"
+    loads = [r for per_wire in results["workflows"].values() for w in per_wire.values() for r in w["runs"]]
+    spreads = (" With several runs, each cell is the median over the runs, the p50's min-max in brackets."
+               if results["config"]["reps"] > 1 else "")
     return "\n".join([
-        "## Distribution: the full game on 3, 6, 8 and 14 peers (issue 6)",
+        f"## Distribution: the full game on {peer_counts(results)} peers, {' and '.join(names)} pages "
+        "(issues 6 and 13)",
         "",
-        f"{common.utc_now()}. {common.machine_line(machine, list(os.getloadavg()))}",
+        f"{common.utc_now()}. {common.machine_line(machine, results['load_avg_at_end'])}",
         f"Command: `{common.command_line()}`; every workflow replayed in real time, one after the other, on the "
-        f"same data ({query_delay.match_text(args)}), all peers on this machine.",
+        f"same data ({query_delay.match_text(args)}), all peers on this machine; wire formats "
+        f"{', '.join(names)}, {results['config']['reps']} run(s) each, alternating, with `PAN_WIRE` set for every "
+        "process of the run (peers, the replay's recorder, the observing client). Load average (1 min) before each "
+        f"run: {min(r['load_avg_before'][0] for r in loads):.2f} - {max(r['load_avg_before'][0] for r in loads):.2f}, "
+        f"after: {min(r['load_avg_after'][0] for r in loads):.2f} - {max(r['load_avg_after'][0] for r in loads):.2f}.",
         "Delay = client receive time - send time of the sensor row the tuple answers, as in the query-delay "
-        "section; 'received' = tuples the client got, 'with delay' = those matched to a sensor row.",
+        "section; 'received' = tuples the client got (the fewest of any run)." + spreads,
         "",
-        table,
+        common.markdown_table(header, rows, align=align),
         "",
         common.image_link(SECTION, "query delay per stream and distribution"),
     ])

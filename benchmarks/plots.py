@@ -133,11 +133,11 @@ def query_delay(streams: dict[str, dict[str, Any]], path: Path, targets: dict[st
 
 
 def distribution(results: dict[str, dict[str, Any]], path: Path) -> Path:
-    """`pan bench distribution`: p50 and p99 per stream, one bar per workflow ({name: {peers, streams}})."""
+    """`pan bench distribution`: p50 and p99 per stream, one bar per run ({name: {peers, streams, [label]}})."""
     fig, axes = figure(2)
     names = list(dict.fromkeys(s for r in results.values() for s in r["streams"]))
     for ax, q in zip(axes, ("p50", "p99"), strict=True):
-        series = {f"{r['peers']} peers": [r["streams"].get(s, {}).get(f"{q}_ms") for s in names]
+        series = {r.get("label", f"{r['peers']} peers"): [r["streams"].get(s, {}).get(f"{q}_ms") for s in names]
                   for r in results.values()}
         bars(ax, f"{q} query delay per stream, by distribution", names, series, f"{q} query delay (ms)")
     return save(fig, path)

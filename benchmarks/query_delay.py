@@ -78,13 +78,13 @@ def given_split(data: Path) -> Path:
     return data
 
 
-def plain_split(game: Path, out: Path, until_ts: int | None = None) -> Path:
-    """One file per sensor, sorted by ts, without Spark; only rows up to ``until_ts`` if given."""
+def plain_split(game: Path, out: Path, until_ts: int | None = None, since_ts: int | None = None) -> Path:
+    """One file per sensor, sorted by ts, without Spark; only rows from ``since_ts`` up to ``until_ts`` if given."""
     rows: dict[bytes, list[tuple[int, bytes]]] = {}
     for line in (game / "full-game").read_bytes().splitlines():
         sid, ts_text, _ = line.split(b",", 2)
         ts = int(ts_text)
-        if until_ts is None or ts <= until_ts:
+        if (until_ts is None or ts <= until_ts) and (since_ts is None or ts >= since_ts):
             rows.setdefault(sid, []).append((ts, line))
     out.mkdir(parents=True, exist_ok=True)
     for sid, lines in rows.items():

@@ -14,6 +14,14 @@ the last sample of each process is kept; up to ``SAMPLE_S`` of CPU per process
 Throughput = input rows sent / feed time (the simulator's run); multiple of
 real time = event-time span of the data / feed time.
 
+Each wire format of ``--wires`` (`benchmarks/wires.py`: JSON and Arrow pages by
+default) is measured ``--reps`` times, the formats alternating (json, arrow,
+json, arrow, ...) so drifting load hits both alike; every process of a run
+(the driver and its recorder, the launcher, the repository, every peer) gets
+``PAN_WIRE`` and is checked to have it. Reported per format: medians with
+min-max, the ratio arrow / json, the load average before and after each run,
+and whether every run recorded the same bytes.
+
 ``--per-worker`` also replays the same data into a variant of the workflow
 with every worker on its own peer, so CPU per process = CPU per worker.  That
 is not the same work: workers of one peer pull from each other in-process
@@ -25,15 +33,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
-import os
+import shutil
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import common, floor_bench, pyspy, query_delay
+from benchmarks import common, floor_bench, pyspy, query_delay, wires
 from pan import eventloop
 
 if TYPE_CHECKING:
@@ -68,6 +78,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--floor-reps", type=int, default=3, metavar="N",
                    help="also run `pan bench floor` N times on the same data and report each replay's rows/s as a "
                         "fraction of its median (0: not)")
+    p.add_argument("--reps", type=int, default=5, metavar="N", help="replays per wire format and layout (default 5)")
+    wires.add_argument(p)
     query_delay.add_replay_arguments(p, "20 s of match, no Spark")
 
 
@@ -115,9 +127,15 @@ def classify(cmdline: list[str]) -> tuple[str, str]:
     return KINDS.get(command, ("other", f"pan {command}"))
 
 
-def sample(root: psutil.Process, seen: dict[int, tuple[tuple[str, str], float]]) -> None:
-    """Record ((kind, name), CPU seconds so far) of ``root`` and every descendant; a process's last sample wins."""
+def sample(root: psutil.Process, seen: dict[int, tuple[tuple[str, str], float]],
+           wire_of: dict[int, str | None] | None = None) -> None:
+    """Record ((kind, name), CPU seconds so far) of ``root`` and every descendant; a process's last sample wins.
+
+    ``wire_of`` gets each process's ``PAN_WIRE`` (read once per process), to check a run used one format.
+    """
     import psutil
+
+    from pan.arrow_pages import WIRE_ENV
 
     with contextlib.suppress(psutil.Error):
         tree = [root, *root.children(recursive=True)]
@@ -129,6 +147,8 @@ def sample(root: psutil.Process, seen: dict[int, tuple[tuple[str, str], float]])
                 cmdline = process.cmdline()
                 key = classify(cmdline) if cmdline else seen.get(process.pid, (("other", "?"), 0.0))[0]
                 seen[process.pid] = (key, times.user + times.system)
+                if wire_of is not None and process.pid not in wire_of and cmdline:
+                    wire_of[process.pid] = process.environ().get(WIRE_ENV)
 
 
 async def start_profiles(
@@ -147,15 +167,18 @@ async def start_profiles(
 
 
 async def replay_with_cpu(
-    workflow: Path, data: Path, work: Path, profile_s: float = 0.0
+    workflow: Path, data: Path, work: Path, wire: str, profile_s: float = 0.0
 ) -> tuple[dict[str, Any], dict[tuple[str, str], float], float, pyspy.Profile | None]:
-    """Run `pan replay` on ``data``: its JSON summary, CPU seconds per (kind, name) of process, wall seconds,
-    and with ``profile_s`` a py-spy profile of the peers."""
+    """Run `pan replay` on ``data`` with ``PAN_WIRE=wire``: its JSON summary, CPU seconds per (kind, name) of
+    process, wall seconds, and with ``profile_s`` a py-spy profile of the peers.
+
+    Raises if a process of the run had another ``PAN_WIRE`` (the format would be mixed)."""
     import psutil
 
     child = common.Child([sys.executable, "-m", "pan", "replay", str(workflow), "--data", str(data),
-                          "--record", str(work / "record")], ready=False, grace_s=30)
+                          "--record", str(work / "record")], ready=False, grace_s=30, env=wires.env(wire))
     seen: dict[int, tuple[tuple[str, str], float]] = {}
+    wire_of: dict[int, str | None] = {}
     recordings: list[pyspy.Recording] | None = None if profile_s > 0 else []
     started = time.monotonic()
     await child.start()
@@ -164,7 +187,7 @@ async def replay_with_cpu(
         stdout = asyncio.create_task(child.process.stdout.read())  # drained meanwhile: the summary is long
         root = psutil.Process(child.pid)
         while child.process.returncode is None:
-            sample(root, seen)
+            sample(root, seen, wire_of)
             if recordings is None and time.monotonic() - started >= PROFILE_AFTER_S:
                 recordings = await start_profiles(seen, work, profile_s)
             with contextlib.suppress(TimeoutError):
@@ -178,6 +201,9 @@ async def replay_with_cpu(
         await child.stop()
         for recording in recordings or []:
             await recording.wait(timeout_s=profile_s + 30)
+    mixed = sorted({seen[pid][0][1] for pid, got in wire_of.items() if got != wire and seen[pid][0][0] != "other"})
+    if mixed:
+        raise RuntimeError(f"processes without PAN_WIRE={wire}: {', '.join(mixed)}")
     cpu: dict[tuple[str, str], float] = {}
     for key, seconds in seen.values():
         cpu[key] = cpu.get(key, 0.0) + seconds
@@ -189,9 +215,15 @@ async def replay_with_cpu(
     return json.loads(out), cpu, wall_s, profile
 
 
-def measure(workflow: Path, data: Path, work: Path, span_s: float, profile_s: float = 0.0) -> dict[str, Any]:
-    """One replay of ``workflow``: throughput, multiple of real time, CPU per process (and a profile)."""
-    summary, cpu, wall_s, profile = eventloop.run(replay_with_cpu(workflow, data, work, profile_s))
+def measure(workflow: Path, data: Path, work: Path, span_s: float, wire: str, profile_s: float = 0.0) -> dict[str, Any]:
+    """One replay of ``workflow`` over ``wire``: throughput, multiple of real time, CPU per process (and a
+    profile), the load average before and after, and a digest of what it recorded (the recording is removed)."""
+    work.mkdir(parents=True, exist_ok=True)
+    load_before = wires.load_avg()
+    summary, cpu, wall_s, profile = eventloop.run(replay_with_cpu(workflow, data, work, wire, profile_s))
+    load_after = wires.load_avg()
+    digest = recording_digest(work / "record")
+    shutil.rmtree(work / "record", ignore_errors=True)  # a 1-minute match records hundreds of MB
     hosted = workers_by_peer(workflow)
     order = [*KINDS.values(), *(("peer", p) for p in hosted)]
     processes = [{"process": name, "kind": kind, "workers": hosted.get(name, []) if kind == "peer" else [],
@@ -200,6 +232,10 @@ def measure(workflow: Path, data: Path, work: Path, span_s: float, profile_s: fl
     feed_s = summary["feed_s"]
     rows_per_s = summary["sent"] / feed_s if feed_s > 0 else float("nan")
     return {
+        "wire": wire,
+        "load_avg_before": load_before,
+        "load_avg_after": load_after,
+        "recording_sha256": digest,
         "peers": len(hosted),
         "input_rows": summary["sent"],
         "event_time_s": round(span_s, 3),
@@ -233,17 +269,55 @@ def profile_summary(profile: pyspy.Profile, seconds: float) -> dict[str, Any]:
 # --- the command ----------------------------------------------------------------------------
 
 
+def recording_digest(record: Path) -> str:
+    """sha256 over every recorded stream (name and bytes, in name order): equal digests = identical outputs."""
+    digest = hashlib.sha256()
+    for path in sorted(record.glob("*.jsonl")):
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The repetitions of one layout and wire: medians with min-max, CPU per process as medians."""
+    first = runs[0]
+    processes = [{**p, "cpu_s": round(statistics.median(
+        next((q["cpu_s"] for q in r["processes"] if q["process"] == p["process"]), 0.0) for r in runs), 2)}
+        for p in first["processes"]]
+    spreads = {key: wires.spread([r[key] for r in runs])
+               for key in ("rows_per_s", "real_time_multiple", "feed_s", "wall_s", "cpu_total_s")}
+    driver = wires.spread([next((p["cpu_s"] for p in r["processes"] if p["kind"] == "driver"), 0.0) for r in runs])
+    return {
+        "peers": first["peers"], "input_rows": first["input_rows"], "event_time_s": first["event_time_s"],
+        "reps": len(runs), **spreads, "driver_cpu_s": driver,
+        "rows_per_s_median": spreads["rows_per_s"]["median"], "cpu_total_s_median": spreads["cpu_total_s"]["median"],
+        "target_met": spreads["rows_per_s"]["median"] >= TARGET_ROWS_PER_S,
+        "tuples_recorded": sorted({r["tuples_recorded"] for r in runs}),
+        "missed_runs": sum(bool(r["missed"]) for r in runs),
+        "processes": processes,
+        "runs": [{k: v for k, v in r.items() if k not in ("processes", "profile")} for r in runs],
+    }
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.floor_reps < 0:
-        print("pan bench replay: --floor-reps must be >= 0", file=sys.stderr)
+    if args.floor_reps < 0 or args.reps < 1:
+        print("pan bench replay: --floor-reps must be >= 0 and --reps >= 1", file=sys.stderr)
+        return 2
+    problem = wires.check_available(args.wires)
+    if problem:
+        print(f"pan bench replay: {problem}", file=sys.stderr)
         return 2
     source = Path(args.workflow)
     results: dict[str, Any] = {
         **common.run_header("replay"),
         "config": {"workflow": source.name, "match": query_delay.match_text(args), "per_worker": args.per_worker,
-                   "sample_s": SAMPLE_S, "profile_s": args.profile},
+                   "sample_s": SAMPLE_S, "profile_s": args.profile, "wires": args.wires, "reps": args.reps},
         "runs": {},
     }
+    digests: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="pan-replay-bench-") as tmp:
         work = Path(tmp)
         data = query_delay.prepare_data(args, work)
@@ -254,80 +328,140 @@ def run(args: argparse.Namespace) -> int:
         for layout, workflow in layouts.items():
             run_dir = work / layout
             run_dir.mkdir()
-            profile_s = args.profile if layout == "by_peer" else 0.0
-            result = measure(query_delay.on_free_ports_copy(workflow, run_dir), data, run_dir, span_s, profile_s)
-            results["runs"][layout] = {"title": LAYOUT_TITLES[layout], **result}
-            print(f"replay {layout} ({result['peers']} peers): {result['input_rows']:,} rows in "
-                  f"{result['feed_s']:.1f} s = {result['rows_per_s']:,.0f} rows/s "
-                  f"({result['real_time_multiple']}x real time), CPU {result['cpu_total_s']:.1f} s",
-                  file=sys.stderr, flush=True)
+            moved = query_delay.on_free_ports_copy(workflow, run_dir)
+            by_wire: dict[str, list[dict[str, Any]]] = {wire: [] for wire in args.wires}
+            for rep in range(args.reps):
+                for wire in args.wires:  # interleaved: json, arrow, json, arrow, ...
+                    result = measure(moved, data, run_dir / f"{wire}-{rep}", span_s, wire)
+                    by_wire[wire].append(result)
+                    digests.add(result["recording_sha256"])
+                    print(f"replay {layout} {wire} {rep + 1}/{args.reps} ({result['peers']} peers): "
+                          f"{result['input_rows']:,} rows in {result['feed_s']:.1f} s = {result['rows_per_s']:,.0f} "
+                          f"rows/s ({result['real_time_multiple']}x real time), CPU {result['cpu_total_s']:.1f} s, "
+                          f"load {result['load_avg_before'][0]:.2f} -> {result['load_avg_after'][0]:.2f}",
+                          file=sys.stderr, flush=True)
+            entry: dict[str, Any] = {"title": LAYOUT_TITLES[layout],
+                                     "wires": {wire: summarize(runs) for wire, runs in by_wire.items()}}
+            if "json" in by_wire and "arrow" in by_wire:
+                entry["arrow_over_json"] = wires.ratio(entry["wires"]["arrow"]["rows_per_s_median"],
+                                                       entry["wires"]["json"]["rows_per_s_median"])
+            if args.profile > 0 and layout == "by_peer":  # extra runs, so that py-spy slows no measured one
+                for wire in args.wires:
+                    profiled = measure(moved, data, run_dir / f"{wire}-profile", span_s, wire, args.profile)
+                    entry["wires"][wire]["profile"] = profiled["profile"]
+            results["runs"][layout] = entry
         if args.floor_reps > 0:
             results["floor"] = floor_bench.measure(source, data, args.floor_reps)
-            for layout, result in results["runs"].items():
-                result["fraction_of_floor"] = round(result["rows_per_s"] / results["floor"]["rows_per_s_median"], 3)
-                print(f"replay {layout}: {result['fraction_of_floor']:.1%} of the floor "
-                      f"({results['floor']['rows_per_s_median']:,.0f} rows/s, one process, no network)",
-                      file=sys.stderr, flush=True)
-    results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+            floor = results["floor"]["rows_per_s_median"]
+            for layout, entry in results["runs"].items():
+                for wire, summary in entry["wires"].items():
+                    summary["fraction_of_floor"] = round(summary["rows_per_s_median"] / floor, 3)
+                    print(f"replay {layout} {wire}: {summary['fraction_of_floor']:.1%} of the floor "
+                          f"({floor:,.0f} rows/s, one process, no network)", file=sys.stderr, flush=True)
+    results["recordings_identical"] = len(digests) == 1
+    results["load_avg_at_end"] = wires.load_avg()
     from benchmarks import plots
 
-    common.publish(results, args.write, SECTION, lambda: report(results), lambda png: plots.replay(results, png))
+    common.publish(results, args.write, SECTION, lambda: report(results),
+                   lambda png: plots.replay(plot_runs(results), png))
     return 0
+
+
+def plot_runs(results: dict[str, Any]) -> dict[str, Any]:
+    """One CPU panel per layout and wire (the medians), in the shape `plots.replay` draws."""
+    return {"runs": {f"{layout}-{wire}": {"title": f"{entry['title']}, {wire}", "processes": s["processes"],
+                                          "cpu_total_s": s["cpu_total_s_median"], "rows_per_s": s["rows_per_s_median"]}
+                     for layout, entry in results["runs"].items() for wire, s in entry["wires"].items()}}
 
 
 # --- the report -----------------------------------------------------------------------------
 
 
+def spread_cell(s: dict[str, float], digits: int = 1) -> str:
+    return f"{common.fmt(s['min'], digits)} - {common.fmt(s['max'], digits)}"
+
+
 def report(results: dict[str, Any]) -> str:
     runs = results["runs"]
-    rows = [[r["title"], r["peers"], common.fmt(r["input_rows"]), f"{r['event_time_s']:.1f} s",
-             f"{r['feed_s']:.1f} s", common.fmt(r["rows_per_s"]), f"{r['real_time_multiple']:.2f}x",
-             "met" if r["target_met"] else "**missed**", f"{r['cpu_total_s']:.1f} s", f"{r['wall_s']:.1f} s"]
-            for r in runs.values()]
+    config = results["config"]
+    wire_names = config["wires"]
+    rows = []
+    for entry in runs.values():
+        for wire, s in entry["wires"].items():
+            ratio = entry.get("arrow_over_json") if wire == "arrow" else None
+            rows.append([entry["title"], s["peers"], wire, s["reps"], common.fmt(s["input_rows"]),
+                         f"{s['feed_s']['median']:.1f} s", common.fmt(s["rows_per_s"]["median"]),
+                         spread_cell(s["rows_per_s"], 0), f"{ratio:.2f}" if ratio is not None else "",
+                         f"{s['real_time_multiple']['median']:.2f}x",
+                         "met" if s["target_met"] else "**missed**", f"{s['cpu_total_s']['median']:.1f} s",
+                         f"{s['driver_cpu_s']['median']:.1f} s", f"{s['wall_s']['median']:.1f} s"])
+    loads_before = [r["load_avg_before"][0] for e in runs.values() for s in e["wires"].values() for r in s["runs"]]
+    loads_after = [r["load_avg_after"][0] for e in runs.values() for s in e["wires"].values() for r in s["runs"]]
+    event_s = next(iter(next(iter(runs.values()))["wires"].values()))["event_time_s"]
     lines = [
-        "## Full-game replay throughput (issue 5)",
+        "## Full-game replay throughput, JSON and Arrow pages (issues 5 and 13)",
         "",
         f"{results['date']}. {common.machine_line(results['machine'], results['load_avg_at_end'])}",
-        f"Command: `{results['command']}`; workflow `{results['config']['workflow']}`, "
-        f"{results['config']['match']}, `pan replay` unpaced (speedup 0, sensors in lockstep), every output "
+        f"Command: `{results['command']}`; workflow `{config['workflow']}`, {config['match']} "
+        f"({event_s:.1f} s of event time), `pan replay` unpaced (speedup 0, sensors in lockstep), every output "
         "stream recorded, all processes on this machine.",
+        f"Wire formats {', '.join(wire_names)}: {config['reps']} run(s) each, alternating, with `PAN_WIRE` set for "
+        "every process of the run (checked: the replay driver with its recorder, the launcher, the repository and "
+        "every peer). Load average (1 min) before each run: "
+        f"{min(loads_before):.2f} - {max(loads_before):.2f}, after: {min(loads_after):.2f} - {max(loads_after):.2f}.",
         "",
         "Rows/s = input rows sent / feed time (the simulator's run); multiple of real time = event-time span of "
-        f"the data / feed time. Target (issue 5): {TARGET_ROWS_PER_S:,} rows/s, 10x real time. CPU = user + "
-        f"system seconds of every process of the replay, sampled every {SAMPLE_S:g} s with psutil over the whole "
-        "run (start-up, feed, and the quiet period after the data before the replay stops: the wall time).",
+        f"the data / feed time; medians over the runs, rows/s with min - max. Target (issue 5): "
+        f"{TARGET_ROWS_PER_S:,} rows/s, 10x real time. CPU = user + system seconds of every process of the replay, "
+        f"sampled every {SAMPLE_S:g} s with psutil over the whole run (start-up, feed, and the quiet period after "
+        "the data before the replay stops: the wall time); driver = the simulator and the recorder.",
         "",
-        common.markdown_table(["Processes", "Peers", "Input rows", "Event time", "Feed time", "Rows/s",
-                               "Multiple of real time", f"Target {TARGET_ROWS_PER_S:,} rows/s", "CPU total",
-                               "Wall time"], rows, align="lrrrrrrlrr"),
+        common.markdown_table(["Processes", "Peers", "Wire", "Runs", "Input rows", "Feed time", "Rows/s",
+                               "Min - max", "Arrow / JSON", "Multiple of real time",
+                               f"Target {TARGET_ROWS_PER_S:,} rows/s", "CPU total", "Driver CPU", "Wall time"],
+                              rows, align="lrlrrrrrrrlrrr"),
+        "",
+        "Every run recorded the same bytes (sha256 over all output streams), over either format: "
+        + ("**yes**." if results["recordings_identical"] else "**no**: the outputs differ between runs."),
     ]
-    for r in runs.values():
-        total = r["cpu_total_s"] or float("nan")
-        cpu_rows = [[p["process"], ", ".join(p["workers"]) or "-", f"{p['cpu_s']:.1f}", f"{p['cpu_s'] / total:.0%}",
-                     f"{p['cpu_s'] / r['wall_s']:.2f}"] for p in r["processes"]]
-        lines += ["", f"CPU per process, {r['title']} ({r['peers']} peers):", "",
-                  common.markdown_table(["Process", "Workers", "CPU s", "Share", "Cores (avg over wall time)"],
-                                        cpu_rows, align="llrrr")]
+    for entry in runs.values():
+        summaries = entry["wires"]
+        first = next(iter(summaries.values()))
+        cpu_rows = []
+        for n, p in enumerate(first["processes"]):
+            cells = [p["process"], ", ".join(p["workers"]) or "-"]
+            for s in summaries.values():
+                cpu = s["processes"][n]["cpu_s"]
+                cells += [f"{cpu:.1f}", f"{cpu / (s['cpu_total_s_median'] or float('nan')):.0%}"]
+            cpu_rows.append(cells)
+        header = ["Process", "Workers"]
+        for wire in summaries:
+            header += [f"CPU s {wire}", f"Share {wire}"]
+        lines += ["", f"CPU per process, {entry['title']} ({first['peers']} peers), medians over the runs:", "",
+                  common.markdown_table(header, cpu_rows, align="ll" + "rr" * len(summaries))]
     if "floor" in results:
         floor = results["floor"]
+        parts = [f"{s['fraction_of_floor']:.0%} of it {e['title']} over {wire}"
+                 for e in runs.values() for wire, s in e["wires"].items()]
         lines += ["", f"Floor (`pan bench floor` on the same data, {len(floor['runs'])} runs: every component in one "
                   f"process, no network): {common.fmt(floor['rows_per_s_median'])} rows/s median "
                   f"({common.fmt(floor['rows_per_s_min'])} - {common.fmt(floor['rows_per_s_max'])}); the replay "
-                  "reaches " + ", ".join(f"{r['fraction_of_floor']:.0%} of it {r['title']}" for r in runs.values())
-                  + "."]
+                  "reaches " + ", ".join(parts) + "."]
     lines += [
         "",
-        "The replay driver is the simulator plus the recorder (one subscriber per output stream, parsing and "
-        "re-encoding every tuple); the launcher only watches its children.",
+        "The replay driver is the simulator plus the recorder (one subscriber per output stream, decoding each page "
+        "and writing every tuple as a JSON line); the launcher only watches its children.",
     ]
     if "by_worker" in runs:
         lines.append("With one worker per process the totals differ from the workflow's own layout: workers of one "
                      "peer pull from each other in-process (`pan/local.py`), whereas one worker per process pulls "
                      "every input over HTTP, so that run does more work (and has more processes to share "
                      f"{results['machine']['cores']} cores).")
-    for r in runs.values():
-        if r.get("profile"):
-            lines += ["", *profile_report(r["profile"])]
+    for entry in runs.values():
+        for wire, s in entry["wires"].items():
+            if s.get("profile"):
+                lines += ["", f"Profile over {wire} (a run of its own after the measured ones):", "",
+                          *profile_report(s["profile"])]
     lines += ["", common.image_link(SECTION, "CPU seconds per process")]
     return "\n".join(lines)
 

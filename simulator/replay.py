@@ -14,6 +14,10 @@ One harness for tests, benchmarks and users:
 The feed is passed in as a callable (``simulator.replay_cli`` passes the
 sensor simulator, benchmarks pass their own), so the harness itself knows no
 input format.
+
+The recorder reads over the wire format of this process (``PAN_WIRE``,
+`pan/arrow_pages.py`) or the one it is given, which `pan run` then gets too,
+so a whole replay uses one format; what it writes is the same either way.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ from typing import IO, Any
 import aiohttp
 import orjson
 
+from pan.arrow_pages import WIRE_ENV
 from pan.catalog import get_component_type
 from pan.client import StreamSubscriber
+from pan.fetcher import Wire, default_wire
 from pan.lifeline import Lifeline
 from pan.repository_client import RepositoryClient
 from pan.specs import Workflow
@@ -57,6 +63,7 @@ class ReplayResult:
     elapsed_s: float
     feed_s: float
     missed: dict[str, int] = field(default_factory=dict)
+    wire: Wire = "json"  # the page format the recorder asked for
 
 
 def output_streams(workflow: Workflow) -> list[str]:
@@ -70,16 +77,24 @@ def output_streams(workflow: Workflow) -> list[str]:
     return streams
 
 
-RECORD_LINGER_S = 0.05
+#: Pause after a page that caught up with its publisher: recording is not latency-bound, and tuples gathered
+#: meanwhile come in one page, so hundreds of streams make a few larger requests instead of many tiny ones
+#: (the recorder's HTTP requests are most of the replay driver's CPU). A stream with more waiting is fetched
+#: again at once, so a busy stream is never throttled. Publishers hold what is not recorded yet (``hold``).
+RECORD_LINGER_S = 0.25
 
 
 class Recorder:
     """One subscriber per stream, each appending JSON lines to its own file."""
 
-    def __init__(self, workflow: Workflow, streams: list[str], out_dir: Path) -> None:
+    def __init__(self, workflow: Workflow, streams: list[str], out_dir: Path, *, wire: Wire | None = None,
+                 linger_s: float = RECORD_LINGER_S) -> None:
+        """``wire``: the page format to ask for (default: this process's, ``PAN_WIRE``)."""
         self.workflow = workflow
         self.streams = streams
         self.out_dir = out_dir
+        self.wire: Wire = default_wire() if wire is None else wire
+        self.linger_s = linger_s
         self.counts = dict.fromkeys(streams, 0)
         self.subscribers: dict[str, StreamSubscriber] = {}
         self._files: dict[str, IO[bytes]] = {}
@@ -100,18 +115,19 @@ class Recorder:
                 norep=True,
                 session=self._session,
                 hold=self.holder,  # publishers keep what we have not recorded yet: a replay loses nothing
+                wire=self.wire,
             )
             self.subscribers[stream] = subscriber
             self._tasks.append(asyncio.create_task(self._record(stream, subscriber), name=f"record {stream}"))
 
     async def _record(self, stream: str, subscriber: StreamSubscriber) -> None:
         out = self._files[stream]
+        dumps = orjson.dumps
         async for batch in subscriber.batches():
-            out.write(b"".join(orjson.dumps(item) + b"\n" for item in batch))
+            out.write(b"".join([dumps(item) + b"\n" for item in batch]))
             self.counts[stream] += len(batch)
-            # Recording is not latency-bound: letting tuples gather between fetches turns hundreds of
-            # tiny HTTP round trips a second per stream into a few larger ones.
-            await asyncio.sleep(RECORD_LINGER_S)
+            if subscriber.position >= subscriber.upstream_last:  # caught up: let the next page fill
+                await asyncio.sleep(self.linger_s)
 
     def total(self) -> int:
         return sum(self.counts.values())
@@ -154,6 +170,8 @@ async def replay(
     observer: Callable[[], Awaitable[None]] | None = None,
     only: list[str] | None = None,
     until_ended: bool = False,
+    wire: Wire | None = None,
+    linger_s: float = RECORD_LINGER_S,
 ) -> ReplayResult:
     """Run ``workflow``, record its outputs while ``feed()`` sends the input, stop when done.
 
@@ -163,6 +181,8 @@ async def replay(
     ``until_ended``: the feed ends every input stream (``pan simulate`` does), so every output that
     carries a watermark ends too and is waited for, however long a loaded machine takes; otherwise
     the recording stops once nothing moved for ``quiet_s``.
+    ``wire``: the page format of the whole replay, set as ``PAN_WIRE`` for `pan run` and its peers too
+    (default: this process's own ``PAN_WIRE``, which they inherit). ``linger_s``: `RECORD_LINGER_S`.
     """
     streams = output_streams(workflow)
     if only is not None:
@@ -171,13 +191,14 @@ async def replay(
     # The workflow dies with us, even if we are SIGKILLed (see pan/lifeline.py).
     lifeline = Lifeline()
     try:
+        env = None if wire is None else {**os.environ, WIRE_ENV: wire}
         run = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pan", "run", str(workflow_path), **lifeline.spawn_options()
+            sys.executable, "-m", "pan", "run", str(workflow_path), **lifeline.spawn_options(env)
         )
     except BaseException:
         lifeline.close()
         raise
-    recorder = Recorder(workflow, streams, record_dir)
+    recorder = Recorder(workflow, streams, record_dir, wire=wire, linger_s=linger_s)
     watching: asyncio.Task[None] | None = None
     try:
         await _wait_for_producers(workflow, streams)
@@ -205,7 +226,7 @@ async def replay(
         finally:
             lifeline.close()
     missed = {s: sub.stats.missed for s, sub in recorder.subscribers.items() if sub.stats.missed}
-    return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, feed_s, missed)
+    return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, feed_s, missed, recorder.wire)
 
 
 async def _wait_until_quiet(recorder: Recorder, quiet_s: float, until_ended: bool) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from pan import eventloop
+from pan import arrow_pages, eventloop
 from pan.lifeline import die_with_launcher
 from pan.specs import WorkflowError
 from pan.workflow import load_workflow, on_free_ports
@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--quiet-s", type=float, default=6.0,
                    help="outputs without a watermark (which never end) quiet this long after the data = done; "
                    "outputs with one end with the data and are waited for")
+    p.add_argument("--wire", choices=["json", "arrow"],
+                   help="page format of the whole replay: the recorder's and, as PAN_WIRE, every peer's "
+                   "(default: PAN_WIRE of this process, else json)")
     p.add_argument("--free-ports", action="store_true",
                    help="move the repository and every worker to free ports (OUTDIR/workflow.json), so that "
                    "several replays can run on one machine")
@@ -65,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if args.speedup < 0:
         print("pan replay: --speedup must be >= 0", file=sys.stderr)
         return 2
+    if args.wire == "arrow" and not arrow_pages.available():
+        print("pan replay: --wire arrow needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
+        return 2
     options = SimulateOptions(
         workflow=workflow,
         data_dir=args.data,
@@ -80,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = eventloop.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
-                                   until_ended=True))
+                                   until_ended=True, wire=args.wire))
     except (SimulateError, RuntimeError) as exc:
         print(f"pan replay: {exc}", file=sys.stderr)
         return 1
@@ -88,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         "record": str(args.record),
         "elapsed_s": round(result.elapsed_s, 3),
         "feed_s": round(result.feed_s, 3),
+        "wire": result.wire,
         "tuples": sum(result.streams.values()),
         "streams": result.streams,
         "missed": result.missed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,14 @@ def test_every_benchmark_has_help(name: str) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"usage: pan bench {name}")
     assert "--write" in done.stdout or (name == "policies" and "--out" in done.stdout)  # policies writes JSON only
+
+
+def test_make_bench_runs_every_benchmark() -> None:
+    """`make bench` refreshes every report: each `pan bench` subcommand has a line in its recipe."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("\nbench:"):].split("\n\n", 1)[0]
+    ran = set(re.findall(r"pan bench ([a-z-]+)", recipe))
+    assert ran == set(cli.BENCHMARKS), f"missing: {set(cli.BENCHMARKS) - ran}, unknown: {ran - set(cli.BENCHMARKS)}"
 
 
 def test_no_benchmark_is_a_script_of_its_own() -> None:
@@ -214,16 +223,21 @@ def test_write_report_links_its_plot(tmp_path: Path) -> None:
 def test_distribution_quick_on_one_workflow(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
     results = bench("distribution", "--quick", "--workflows", "workflows/full_game_3_peers.json",
-                    "--write", str(report), timeout=240)
-    assert list(results) == ["full_game_3_peers"]
-    result = results["full_game_3_peers"]
-    assert result["peers"] == 3 and list(result["streams"]) == query_delay.STREAMS
-    for stream in ("SENSOR105", "B2", "BP_wholeGame_A"):
-        s = result["streams"][stream]
-        assert set(s) == {"count", "received", "p50_ms", "p90_ms", "p99_ms", "max_ms"}
-        assert s["received"] >= s["count"] > 0 and s["p50_ms"] <= s["p99_ms"] <= s["max_ms"]
+                    "--write", str(report), timeout=480)
+    assert results["config"]["wires"] == ["json", "arrow"] and results["config"]["reps"] == 1
+    assert list(results["workflows"]) == ["full_game_3_peers"]
+    per_wire = results["workflows"]["full_game_3_peers"]
+    assert list(per_wire) == ["json", "arrow"]
+    for result in per_wire.values():
+        assert result["peers"] == 3 and list(result["streams"]) == query_delay.STREAMS
+        assert len(result["runs"]) == 1 and len(result["runs"][0]["load_avg_before"]) == 3
+        for stream in ("SENSOR105", "B2", "BP_wholeGame_A"):
+            s = result["streams"][stream]
+            assert set(s) == {"count", "received", "p50_ms", "p90_ms", "p99_ms", "max_ms", "p50_ms_min", "p50_ms_max"}
+            assert s["received"] >= s["count"] > 0 and s["p50_ms"] <= s["p99_ms"] <= s["max_ms"]
     text = report.read_text()
     assert f"<!-- {distribution.SECTION}:start -->" in text and f"](img/{distribution.SECTION}.png)" in text
+    assert "p50 ms arrow" in text and "p50 arrow / json" in text
     assert is_png(tmp_path / "img" / f"{distribution.SECTION}.png")
 
 
@@ -273,28 +287,49 @@ def test_floor_refuses_zero_reps() -> None:
 @pytest.mark.slow
 def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
-    summary = bench("replay", "--quick", "--profile", "2", "--floor-reps", "1", "--write", str(report), timeout=300)
+    summary = bench("replay", "--quick", "--reps", "1", "--profile", "2", "--floor-reps", "1", "--write", str(report),
+                    timeout=600)
     assert summary["benchmark"] == "replay" and summary["machine"]["cores"] >= 1
-    [run] = summary["runs"].values()
-    assert set(run) >= {"title", "peers", "input_rows", "event_time_s", "feed_s", "rows_per_s", "real_time_multiple",
-                        "target_rows_per_s", "target_met", "cpu_total_s", "processes", "profile"}
-    profile = run["profile"]  # py-spy attached to the three real peer processes
-    assert profile["samples"] > 0 and profile["self"]
-    assert [a["frame"] for a in profile["areas"]] == [frame for frame, _ in replay_bench.PROFILE_AREAS]
-    assert all(0 <= a["share"] <= 1 for a in profile["areas"]) and sum(a["share"] for a in profile["areas"]) > 0
-    assert run["input_rows"] > 0 and run["feed_s"] > 0 and run["event_time_s"] > 0
-    kinds = [p["kind"] for p in run["processes"]]
-    assert kinds[:3] == ["driver", "launcher", "repository"] and kinds.count("peer") == run["peers"] == 3
-    assert all(p["workers"] for p in run["processes"] if p["kind"] == "peer")
-    assert abs(sum(p["cpu_s"] for p in run["processes"]) - run["cpu_total_s"]) < 0.1
+    assert summary["config"]["wires"] == ["json", "arrow"] and summary["config"]["reps"] == 1
+    [entry] = summary["runs"].values()
+    assert list(entry["wires"]) == ["json", "arrow"] and entry["arrow_over_json"] > 0
+    assert summary["recordings_identical"] is True  # both formats recorded the same bytes
+    for wire, run in entry["wires"].items():
+        assert set(run) >= {"peers", "input_rows", "event_time_s", "feed_s", "rows_per_s", "real_time_multiple",
+                            "target_met", "cpu_total_s", "driver_cpu_s", "processes", "profile", "runs"}
+        [one] = run["runs"]
+        assert one["wire"] == wire and len(one["load_avg_before"]) == len(one["load_avg_after"]) == 3
+        assert run["rows_per_s"]["min"] <= run["rows_per_s"]["median"] <= run["rows_per_s"]["max"]
+        profile = run["profile"]  # py-spy attached to the three real peer processes
+        assert profile["samples"] > 0 and profile["self"]
+        assert [a["frame"] for a in profile["areas"]] == [frame for frame, _ in replay_bench.PROFILE_AREAS]
+        assert all(0 <= a["share"] <= 1 for a in profile["areas"]) and sum(a["share"] for a in profile["areas"]) > 0
+        assert run["input_rows"] > 0 and run["feed_s"]["median"] > 0 and run["event_time_s"] > 0
+        kinds = [p["kind"] for p in run["processes"]]
+        assert kinds[:3] == ["driver", "launcher", "repository"] and kinds.count("peer") == run["peers"] == 3
+        assert all(p["workers"] for p in run["processes"] if p["kind"] == "peer")
+        assert abs(sum(p["cpu_s"] for p in run["processes"]) - run["cpu_total_s"]["median"]) < 0.1
     text = report.read_text()
     assert f"<!-- {replay_bench.SECTION}:start -->" in text and f"](img/{replay_bench.SECTION}.png)" in text
-    assert "Where the peers' time goes" in text
+    assert "Where the peers' time goes" in text and "| arrow |" in text and "| json |" in text
     floor = summary["floor"]  # the same data through every component in one process
-    assert floor["rows"] == run["input_rows"] and len(floor["runs"]) == 1
-    assert run["fraction_of_floor"] == pytest.approx(run["rows_per_s"] / floor["rows_per_s_median"], rel=0.01)
+    assert floor["rows"] == entry["wires"]["json"]["input_rows"] and len(floor["runs"]) == 1
+    for run in entry["wires"].values():
+        assert run["fraction_of_floor"] == pytest.approx(run["rows_per_s_median"] / floor["rows_per_s_median"],
+                                                         rel=0.01)
     assert "Floor (`pan bench floor`" in text
     assert is_png(tmp_path / "img" / f"{replay_bench.SECTION}.png")
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("args", [["--wires", "json,xml"], ["--wires", ""], ["--wires", "json,json"],
+                                  ["--reps", "0"]])
+def test_replay_and_distribution_refuse_bad_wires_and_reps(args: list[str]) -> None:
+    for name in ("replay", "distribution"):
+        done = subprocess.run([sys.executable, "-m", "pan", "bench", name, *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert ("--wires" in done.stderr) or ("--reps" in done.stderr)
 
 
 def test_pyspy_profile_folds_collapsed_stacks_by_function(tmp_path: Path) -> None:

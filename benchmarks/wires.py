@@ -1,0 +1,79 @@
+"""The `/data` wire formats a benchmark compares in one run (issue 13): ``--wires``, and one run per format.
+
+Every PAN process reads ``PAN_WIRE`` itself (`pan/arrow_pages.py`), so a run uses one format
+throughout when the variable is set before its processes start: children inherit it (the
+`pan run` launcher, every peer, the replay's recorder, an observing client). ``json`` turns
+Arrow off in servers too; ``arrow`` makes every subscriber ask for Arrow pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+from collections.abc import Iterator, Sequence
+
+WIRES = ("json", "arrow")
+
+
+def add_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wires", type=parse, default=list(WIRES), metavar="W[,W]",
+                   help="wire formats to compare in this run, reps interleaved (default: json,arrow)")
+
+
+def parse(text: str) -> list[str]:
+    """``json,arrow`` -> the formats, in that order; anything else is an argparse error, not a traceback."""
+    wires = [w.strip().lower() for w in text.split(",") if w.strip()]
+    unknown = [w for w in wires if w not in WIRES]
+    if not wires or unknown or len(set(wires)) != len(wires):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated choice of {', '.join(WIRES)}, got {text!r}")
+    return wires
+
+
+def check_available(wires: Sequence[str]) -> str | None:
+    """Why these formats cannot be measured here (Arrow without pyarrow), or None."""
+    from pan.arrow_pages import available
+
+    if "arrow" in wires and not available():
+        return "--wires arrow needs pyarrow (pip install 'pan[arrow]')"
+    return None
+
+
+def env(wire: str) -> dict[str, str]:
+    """This process's environment with ``PAN_WIRE=wire``, for a child process."""
+    from pan.arrow_pages import WIRE_ENV
+
+    return {**os.environ, WIRE_ENV: wire}
+
+
+@contextlib.contextmanager
+def chosen(wire: str) -> Iterator[None]:
+    """``PAN_WIRE=wire`` in this process (and the children it starts) for the duration, then as before."""
+    from pan.arrow_pages import WIRE_ENV
+
+    before = os.environ.get(WIRE_ENV)
+    os.environ[WIRE_ENV] = wire
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(WIRE_ENV, None)
+        else:
+            os.environ[WIRE_ENV] = before
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Median, min and max of the repetitions' values."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def ratio(arrow: float | None, json: float | None) -> float | None:
+    """arrow / json, or None without both."""
+    if arrow is None or json is None or json == 0:
+        return None
+    return round(arrow / json, 3)
+
+
+def load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
