@@ -47,6 +47,8 @@ bench: $(STAMP)
 	command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q iproute2; } || true
 	$(BIN)/pan bench runtime --write docs/benchmarks.md
 	$(BIN)/pan bench wire --reps 5 --write docs/benchmarks.md
+	$(BIN)/pan bench security --reps 5 --write docs/benchmarks.md
+	$(BIN)/pan bench ingest --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench simulation --minutes 2:3 10:1 --write docs/benchmarks.md
 	$(BIN)/pan bench simulate --reps 3 --write docs/benchmarks.md
 	$(BIN)/pan bench ordering --reps 3 --write docs/ordering.md
