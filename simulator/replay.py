@@ -44,6 +44,7 @@ from pan.fetcher import Wire, default_wire
 from pan.lifeline import Lifeline
 from pan.repository_client import RepositoryClient
 from pan.specs import Workflow
+from pan.trust import Trust
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class Recorder:
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
         self.holder = f"pan-replay-{os.getpid()}-{id(self):x}"
+        self.trust = Trust.of(workflow)  # a closed workflow's read token and CA
 
     async def start(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -109,13 +111,15 @@ class Recorder:
             self._files[stream] = (self.out_dir / f"{stream}.jsonl").open("wb")
             subscriber = StreamSubscriber(
                 stream,
-                self.workflow.repository.address,
+                self.workflow.repository_addresses,
                 max_wait_ms=500,
                 page_size=5000,
                 norep=True,
                 session=self._session,
                 hold=self.holder,  # publishers keep what we have not recorded yet: a replay loses nothing
                 wire=self.wire,
+                token=self.trust.token,
+                tls=self.trust.client_tls(),
             )
             self.subscribers[stream] = subscriber
             self._tasks.append(asyncio.create_task(self._record(stream, subscriber), name=f"record {stream}"))
@@ -156,7 +160,9 @@ class Recorder:
 
 
 async def _wait_for_producers(workflow: Workflow, streams: list[str]) -> None:
-    async with RepositoryClient((workflow.repository.host, workflow.repository.port)) as repository:
+    trust = Trust.of(workflow)
+    async with RepositoryClient((workflow.repository.host, workflow.repository.port), token=trust.token,
+                                tls=trust.client_tls()) as repository:
         await repository.wait_for_publishers(streams, STARTUP_TIMEOUT_S, producers=1)
 
 

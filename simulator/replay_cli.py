@@ -13,8 +13,11 @@ from pathlib import Path
 import orjson
 
 from pan import arrow_pages, eventloop
+from pan.auth import AuthError
 from pan.lifeline import die_with_launcher
 from pan.specs import WorkflowError
+from pan.tls import TlsError
+from pan.trust import Trust
 from pan.workflow import load_workflow, on_free_ports
 from simulator.impair import ImpairProfile, ProfileError
 from simulator.replay import replay
@@ -62,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         workflow_path = moved_to_free_ports(Path(args.workflow), args.record) if args.free_ports else args.workflow
         workflow = load_workflow(workflow_path)
         impair = ImpairProfile.load(args.impair) if args.impair else None
-    except (WorkflowError, ProfileError, OSError) as exc:
+        Trust.of(workflow)  # a closed workflow's secret and CA must load before anything starts
+    except (WorkflowError, ProfileError, OSError, AuthError, TlsError) as exc:
         print(f"pan replay: {exc}", file=sys.stderr)
         return 2
     if args.speedup < 0:

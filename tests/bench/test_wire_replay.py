@@ -65,10 +65,12 @@ def match(tmp_path_factory: pytest.TempPathFactory) -> Path:
                        since_ts=shot_ps - int(FEED_BEFORE_SHOT_S * PS))
 
 
-def replay(workflow_name: str, data: Path, out: Path, wire: str) -> dict:
-    workflow = on_free_ports(json.loads((ROOT / "workflows" / workflow_name).read_text()))
+def replay(workflow: str | dict, data: Path, out: Path, wire: str = "json") -> dict:
+    """`pan replay` of a shipped workflow (by name) or of a workflow description, moved to free ports."""
+    if isinstance(workflow, str):
+        workflow = json.loads((ROOT / "workflows" / workflow).read_text())
     path = out.parent / f"{out.name}-workflow.json"
-    path.write_text(json.dumps(workflow))
+    path.write_text(json.dumps(on_free_ports(workflow)))
     done = subprocess.run(
         [sys.executable, "-m", "pan", "replay", str(path), "--data", str(data), "--record", str(out),
          "--wire", wire],
@@ -112,3 +114,24 @@ def test_outputs_are_byte_identical_over_arrow_and_over_json(workflow: str, matc
     assert over_arrow.keys() == over_json.keys()
     different = [name for name in over_json if over_arrow[name] != over_json[name]]
     assert not different, different[:10]
+
+
+def test_a_closed_replicated_workflow_records_the_same_bytes(match: Path, tmp_path: Path) -> None:
+    """Issue 14: a secret (signed leases, read tokens), TLS everywhere, two repositories and an allow-list change
+    nothing a replay records."""
+    from pan.tls import make_certificates
+
+    open_workflow = json.loads((ROOT / "workflows" / "full_game_3_peers.json").read_text())
+    replay(open_workflow, match, tmp_path / "open")
+    certs = make_certificates(tmp_path / "certs", ["127.0.0.1"])
+    (tmp_path / "pan.secret").write_text("a secret shared by every peer of this test\n")
+    closed = {**open_workflow,
+              "repository": [open_workflow["repository"], {**open_workflow["repository"], "port": 1}],
+              "auth": {"secret_file": str(tmp_path / "pan.secret")},
+              "tls": {"ca": str(certs.ca), "cert": certs.cert, "key": certs.key},
+              "allowed_hosts": "workflow"}
+    replay(closed, match, tmp_path / "closed")
+    recorded, expected = outputs(tmp_path / "closed"), outputs(tmp_path / "open")
+    assert not empty_families(expected) and recorded.keys() == expected.keys()
+    assert [name for name in expected if recorded[name] != expected[name]] == []
+
