@@ -11,6 +11,12 @@ running analysis, which do much more per row, default to arrays.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
 from pan.specs import WorkerSpec
 
 PARAM = "arrays"
@@ -22,3 +28,18 @@ def arrays_param(spec: WorkerSpec, default: bool = True) -> tuple[bool, list[str
     if type(value) is not bool:
         return True, [f"{PARAM}: must be true (numpy arrays) or false (event by event), got {value!r}"]
     return value, []
+
+
+def int_table(events: list[dict[str, Any]], row: Callable[[dict[str, Any]], tuple[Any, ...]]) -> np.ndarray | None:
+    """``row``'s fields (an ``itemgetter``) of every event as int64 columns; None unless every one is a plain
+    int within int64 (the batch then goes event by event, which counts and reports the odd rows)."""
+    try:
+        rows = list(map(row, events))
+    except (KeyError, TypeError):
+        return None
+    if set(map(type, chain.from_iterable(rows))) != {int}:
+        return None
+    try:
+        return np.array(rows, dtype=np.int64)
+    except OverflowError:
+        return None

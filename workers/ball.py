@@ -29,7 +29,6 @@ stream is cheaper for them than re-deciding the active ball from four raw ones.
 
 from __future__ import annotations
 
-from itertools import chain
 from operator import itemgetter
 from typing import Any, ClassVar
 
@@ -41,7 +40,7 @@ from pan.specs import WorkerSpec
 from pan.streams import Tuple
 from workers import debs
 from workers.arrays import PARAM as ARRAYS
-from workers.arrays import arrays_param
+from workers.arrays import arrays_param, int_table
 
 OUTPUT = "ACTIVEBALL"
 FIELDS = ("ts", "sid", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
@@ -113,22 +112,9 @@ class ActiveBall(OrderedComponent):
         self.arrays = arrays_param(ctx.spec, default=False)[0]
         self.rows_on_arrays = 0
 
-    def _int_table(self, events: list[Tuple]) -> np.ndarray | None:
-        """Every field of every row (``FIELDS``) as int64 columns; None unless every one is a plain int."""
-        try:
-            rows = list(map(_ROW, events))
-        except (KeyError, TypeError):
-            return None
-        if set(map(type, chain.from_iterable(rows))) != {int}:
-            return None
-        try:
-            return np.array(rows, dtype=np.int64)
-        except OverflowError:
-            return None
-
     def process(self, events: list[Tuple]) -> None:
         if self.arrays and events:
-            table = self._int_table(events)
+            table = int_table(events, _ROW)
             if table is not None:
                 self.rows_on_arrays += len(events)
                 self._process_table(table)

@@ -35,7 +35,6 @@ so the referee never hits.
 
 from __future__ import annotations
 
-from itertools import chain
 from operator import itemgetter
 from typing import Any, ClassVar
 
@@ -47,7 +46,7 @@ from pan.specs import WorkerSpec
 from pan.streams import Tuple
 from workers import debs
 from workers.arrays import PARAM as ARRAYS
-from workers.arrays import arrays_param
+from workers.arrays import arrays_param, int_table
 from workers.nfp import BALL_GAP_PS, PLAYER_GAP_PS, Doubts, GapWatch
 
 OUTPUT = "BALLHITS"
@@ -125,7 +124,7 @@ class BallHits(OrderedComponent):
 
     def process(self, events: list[Tuple]) -> None:
         if self.arrays and events:
-            table = int_table(events)
+            table = int_table(events, _ROW)
             if table is not None:
                 self.rows_on_arrays += len(events)
                 self._process_table(table)
@@ -288,15 +287,3 @@ class BallHits(OrderedComponent):
         }
 
 
-def int_table(events: list[Tuple]) -> np.ndarray | None:
-    """sid, ts, x, y, z, a of every row as int64 columns; None unless every one is a plain int."""
-    try:
-        rows = list(map(_ROW, events))
-    except (KeyError, TypeError):
-        return None
-    if set(map(type, chain.from_iterable(rows))) != {int}:
-        return None
-    try:
-        return np.array(rows, dtype=np.int64)
-    except OverflowError:
-        return None

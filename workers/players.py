@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from itertools import chain
 from operator import itemgetter
 from typing import Any, Protocol, TypeVar
 
@@ -40,7 +39,7 @@ from pan.component import ComponentContext
 from pan.ordered import OrderedComponent
 from pan.specs import WorkerSpec
 from pan.streams import Tuple
-from workers.arrays import arrays_param
+from workers.arrays import arrays_param, int_table
 from workers.debs import PLAYER_SENSORS, PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, REFEREE_SENSORS, sensor_stream
 from workers.gametime import MAX_GAP_PS
 
@@ -195,19 +194,11 @@ class PlayerAverage(OrderedComponent):
 
     @staticmethod
     def _int_table(events: list[Tuple]) -> np.ndarray | None:
-        """sid, ts, x, y, z, v, a of every event as int64 columns; None unless every one is a plain int."""
-        try:
-            rows = list(map(_ROW, events))
-        except (KeyError, TypeError):
+        """sid, ts, x, y, z, v, a of every event as int64 columns; None unless every one is a plain int whose
+        sums over a player's rows stay exact in int64."""
+        table = int_table(events, _ROW)
+        if table is None or ((table > 2**59) | (table < -(2**59))).any():
             return None
-        if set(map(type, chain.from_iterable(rows))) != {int}:
-            return None
-        try:
-            table = np.array(rows, dtype=np.int64)
-        except OverflowError:
-            return None
-        if ((table > 2**59) | (table < -(2**59))).any():
-            return None  # a sum of a player's rows must stay exact in int64
         return table
 
     def _process_table(self, table: np.ndarray) -> None:
