@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import common
+from benchmarks import common, wire_bench
 from benchmarks.runtime_bench import (
     THROUGHPUT_STREAM,
     WorkerProcess,
@@ -56,25 +56,15 @@ def variant_config(variant: str, backlog: int, tls: dict[str, str]) -> dict[str,
 
 
 async def read_backlog(proc: WorkerProcess, variant: str, total: int, ca: Path) -> int:
-    """Tuples read by a fresh subscriber (with what the variant needs) from the start of the backlog to its end."""
+    """Tuples read by a fresh subscriber, with what the variant needs, from the start of the backlog to its end."""
     from pan.auth import Credentials
-    from pan.client import StreamSubscriber
     from pan.tls import client_context
 
-    received = 0
-    async with StreamSubscriber(
-        THROUGHPUT_STREAM, (HOST, proc.info["repository_port"]), start="earliest", page_size=PAGE, max_wait_ms=1000,
-        wire="json",
+    return await wire_bench.read_backlog(
+        proc.info["repository_port"], "json", PAGE, total,
         token=Credentials(SECRET.encode()).read_token if "token" in variant else None,
         tls=client_context(ca) if "tls" in variant else None,
-    ) as subscriber:
-        async for batch in subscriber.batches():
-            received += len(batch)
-            if received >= total:
-                break
-        if subscriber.stats.missed or subscriber.stats.failovers or subscriber.stats.decode_errors:
-            raise RuntimeError(f"{variant}: the subscriber saw gaps, failovers or bad pages: {subscriber.stats}")
-    return received
+    )
 
 
 async def fill_worker(proc: WorkerProcess, variant: str, backlog: int, ca: Path) -> None:

@@ -43,14 +43,15 @@ SECTION_TITLE = "## Wire formats: JSON and Arrow pages (issue 13)"
 WIRES = ("json", "arrow")
 
 
-async def read_backlog(repository_port: int, wire: str, page: int, total: int) -> int:
-    """Tuples read by a fresh subscriber from the start of the backlog to its end."""
+async def read_backlog(repository_port: int, wire: str, page: int, total: int, **options: Any) -> int:
+    """Tuples read by a fresh subscriber from the start of the backlog to its end (``options``: more of
+    ``StreamSubscriber``'s, e.g. a token and TLS)."""
     from pan.client import StreamSubscriber
 
     received = 0
     async with StreamSubscriber(
         THROUGHPUT_STREAM, (HOST, repository_port), start="earliest", page_size=page, max_wait_ms=1000,
-        wire=wire,  # type: ignore[arg-type]
+        wire=wire, **options,  # type: ignore[arg-type]
     ) as subscriber:
         async for batch in subscriber.batches():
             received += len(batch)

@@ -41,7 +41,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -477,19 +477,23 @@ class IngestServer:
             elif complete:
                 self._deliver_block(complete, conn)
 
-    def _deliver_lines(self, lines: list[bytes], conn: Connection | None = None) -> None:
-        """Data first, then promises: a promise in the same chunk as rows is checked against them."""
-        batches: dict[str, list[Row]] = {}
-        promises: list[tuple[str, object]] = []
+    def _parse_numbered(self, numbered: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, str, Row | Promise]]:
+        """Each non-blank line through the per-line parser, which counts what it refuses: (line number,
+        stream, row or promise) for the rest."""
         parse = self.parser.parse
-        for line in lines:
+        for number, line in numbered:
             line = line.rstrip(b"\r")
             if not line:
                 continue
             parsed = parse(line)
-            if parsed is None:
-                continue
-            stream, row = parsed
+            if parsed is not None:
+                yield number, *parsed
+
+    def _deliver_lines(self, lines: list[bytes], conn: Connection | None = None) -> None:
+        """Data first, then promises: a promise in the same chunk as rows is checked against them."""
+        batches: dict[str, list[Row]] = {}
+        promises: list[tuple[str, object]] = []
+        for _, stream, row in self._parse_numbered(enumerate(lines)):
             if type(row) is Promise:
                 promises.append((stream, row.ts))
             else:
@@ -560,15 +564,8 @@ class IngestServer:
         lines = data.split(b"\n")
         is_taken = np.zeros(lines_in_block, dtype=bool)
         is_taken[taken] = True
-        parse = self.parser.parse
-        for number in np.flatnonzero(~is_taken).tolist():
-            line = lines[number].rstrip(b"\r")
-            if not line:
-                continue
-            parsed = parse(line)
-            if parsed is None:
-                continue
-            stream, row = parsed
+        left_over = ((number, lines[number]) for number in np.flatnonzero(~is_taken).tolist())
+        for number, stream, row in self._parse_numbered(left_over):
             if type(row) is Promise:
                 promises.append((stream, row.ts))
             else:
