@@ -23,7 +23,7 @@ from pan.client import StreamSubscriber
 from pan.ingest import send_lines
 from pan.lifeline import Lifeline
 from pan.repository_client import RepositoryClient
-from pan.specs import Workflow, ingest_port, inter_pan_inputs
+from pan.specs import Workflow, WorkflowError, ingest_port, inter_pan_inputs
 from pan.workflow import load_workflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +41,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    workflow = load_workflow(args.workflow)
-    lines = Path(args.rows).read_bytes().splitlines()
+    try:
+        workflow = load_workflow(args.workflow)
+        lines = Path(args.rows).read_bytes().splitlines()
+    except WorkflowError as exc:
+        print(f"pan demo-forwarding: --workflow {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"pan demo-forwarding: --rows {args.rows}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     with Lifeline() as lifeline:  # the workflow dies with us, even if we are SIGKILLed
         run = subprocess.Popen([sys.executable, "-m", "pan", "run", args.workflow], **lifeline.spawn_options())
         try:

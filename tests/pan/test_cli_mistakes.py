@@ -45,3 +45,10 @@ def test_verbosity_goes_before_or_after_the_subcommand_and_help_shows_defaults()
     done = subprocess.run([sys.executable, "-m", "pan", "streams", "--help"], capture_output=True, text=True,
                           cwd=ROOT, timeout=120, check=True)
     assert "table (default: False)" in " ".join(done.stdout.split()) and "--quiet" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "names"), [(["--workflow", "missing.json"], "missing.json"),
+                                             (["--rows", "nowhere.csv"], "nowhere.csv")])
+def test_demo_forwarding_with_a_missing_file_is_one_line(args: list[str], names: str) -> None:
+    code, err = pan("demo-forwarding", *args)
+    assert code == 2 and err.count("\n") == 0 and names in err
