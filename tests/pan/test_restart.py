@@ -19,7 +19,9 @@ STREAMS = ["SENSOR4"]
 def peer_pid(run_pid: int, peer: str) -> int | None:
     for child in psutil.Process(run_pid).children():
         try:
-            if child.cmdline()[-1] == peer and child.status() != psutil.STATUS_ZOMBIE:
+            # A child that is just starting or exiting may show an empty command line.
+            command = child.cmdline()
+            if command and command[-1] == peer and child.status() != psutil.STATUS_ZOMBIE:
                 return child.pid
         except psutil.Error:
             continue
