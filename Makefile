@@ -50,13 +50,13 @@ bench: $(STAMP)
 	$(BIN)/pan bench security --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench ingest --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench simulation --minutes 2:3 10:1 --write docs/benchmarks.md
-	$(BIN)/pan bench simulate --reps 3 --write docs/benchmarks.md
-	$(BIN)/pan bench ordering --reps 3 --write docs/ordering.md
+	$(BIN)/pan bench simulate --reps 5 --write docs/benchmarks.md
+	$(BIN)/pan bench ordering --reps 5 --write docs/ordering.md
 	rm -rf $(BENCH_DATA) && $(BIN)/pan generate --minutes 5 --seed 2013 --out $(BENCH_DATA)
-	$(BIN)/pan bench ball $(BENCH_DATA) --seconds 120 --reps 3 --write docs/benchmarks.md
+	$(BIN)/pan bench ball $(BENCH_DATA) --seconds 120 --reps 5 --write docs/benchmarks.md
 	rm -rf $(BENCH_DATA)
 	$(BIN)/pan bench fanout --write docs/benchmarks.md
-	$(BIN)/pan bench fanout --clients 100,1000 --publishers 1,3 --rate 200 --seconds 4 --warmup 2 --reps 3 \
+	$(BIN)/pan bench fanout --clients 100,1000 --publishers 1,3 --rate 200 --seconds 4 --warmup 2 --reps 5 \
 		--section fanout-bench-200 --write docs/benchmarks.md
 	$(BIN)/pan bench redis --write docs/benchmarks.md
 	$(BIN)/pan bench network --write docs/benchmarks.md

@@ -3,6 +3,7 @@
 A benchmark module exposes ``HELP``, ``add_arguments(parser)`` and
 ``run(args) -> int`` and keeps its top-level imports light (``pan`` imports
 this module on every start).  Adding a benchmark = one line in ``BENCHMARKS``.
+``pan bench compare`` is not a benchmark: it reads two results files (`benchmarks/results.py`).
 It reports through ``benchmarks.common`` (``run_header``, ``publish``) and starts
 its processes as ``common.Child``.  Helper processes of a benchmark run as
 ``python -m benchmarks.X`` (``*_parts``, ``runtime_worker``, ``observer``,
@@ -14,7 +15,10 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import sys
 from collections.abc import Callable
+
+from benchmarks import results
 
 BENCHMARKS: dict[str, str] = {
     "runtime": "benchmarks.runtime_bench",
@@ -45,12 +49,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         module = importlib.import_module(module_name)
         p = benches.add_parser(name, help=module.HELP, description=(module.__doc__ or "").split("\n\n")[0])
         module.add_arguments(p)
+        results.add_max_load_argument(p)
         p.set_defaults(handler=functools.partial(run_benchmark, module.run))
+    results.add_compare_parser(benches)
 
 
 def run_benchmark(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run one benchmark; started by a test or a script, it stops when that process is gone."""
     from pan.lifeline import die_with_launcher
 
+    results.note_load_at_start()
+    refusal = results.load_refusal(getattr(args, "write", None), args.max_load)
+    if refusal:
+        print(f"pan bench {args.benchmark}: {refusal}", file=sys.stderr)
+        return 2
     die_with_launcher()
     return run(args)

@@ -63,6 +63,31 @@ def summarize_ms(values_ms: Sequence[float]) -> dict[str, Any]:
     }
 
 
+DELAY_QUANTILES = ("p50_ms", "p90_ms", "p99_ms", "max_ms")
+
+
+def combine_delays(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Repetitions of one delay summary (`summarize_ms`, maybe with ``received``): per quantile the median over
+    the runs, and the min-max of p50 and p99 over the runs; counts are the fewest of any run."""
+    combined: dict[str, Any] = {key: min(r[key] for r in runs) for key in ("count", "received") if key in runs[0]}
+    for q in DELAY_QUANTILES:
+        values = [r[q] for r in runs if r[q] is not None]
+        combined[q] = round(statistics.median(values), 3) if values else None
+    for q in ("p50_ms", "p99_ms"):
+        values = [r[q] for r in runs if r[q] is not None]
+        combined[f"{q}_min"], combined[f"{q}_max"] = (min(values), max(values)) if values else (None, None)
+    return combined
+
+
+def with_spread(s: dict[str, Any], q: str) -> str:
+    """A quantile cell of `combine_delays`: the median, and the runs' min-max in brackets when they differ."""
+    cell = fmt(s[q])
+    low, high = s.get(f"{q}_min"), s.get(f"{q}_max")
+    if low is not None and high is not None and low != high:
+        cell += f" ({fmt(low)}-{fmt(high)})"
+    return cell
+
+
 def fmt(value: float | None, digits: int = 1) -> str:
     """A table cell: numbers with thousands separators, '-' for missing."""
     if value is None or value != value:  # None or NaN
@@ -195,14 +220,16 @@ def publish(
 ) -> None:
     """How every benchmark reports: its results as JSON on stdout and, with ``--write``, its report section.
 
-    ``render`` makes the section's Markdown and ``plot`` draws its PNG; both only run with ``--write``.
+    ``render`` makes the section's Markdown and ``plot`` draws its PNG; both only run with ``--write``, which also
+    keeps the JSON in ``docs/results/<section>.json`` (`benchmarks/results.py`).
     """
-    import orjson
+    from benchmarks import results as results_files
 
-    options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-    print(orjson.dumps(results, option=options, default=str).decode(), flush=True)
+    print(results_files.dumps(results).decode(), flush=True)
     if write:
         write_report(write, section, render(), plot)
+        kept = results_files.write_results(Path(write).resolve(), section, results)
+        print(f"kept the raw results in {kept}", file=sys.stderr)
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> str:

@@ -11,10 +11,10 @@ every tuple the client got; ``count`` those with a delay (a matching row).
 Each workflow runs once per wire format of ``--wires`` (JSON and Arrow pages by
 default, `benchmarks/wires.py`), the formats alternating, with ``PAN_WIRE`` set
 for every process of the run (the peers, the replay's recorder and the
-observing client).  A real-time run lasts as long as its match, so ``--reps``
-defaults to 1: 1 min of match on four workflows and two formats is ~12 minutes
-per repetition.  With more, each stream's delays are the median over the runs
-of each run's p50 (p90, ...), with the spread of the p50s.
+observing client).  A real-time run lasts as long as its match: 1 min of match on four workflows
+and two formats is ~12 minutes per repetition, and a figure needs the default
+five (``--reps``). Each stream's delays are the median over the runs of each
+run's p50 (p90, ...), with the spread of the p50s and p99s.
 """
 
 from __future__ import annotations
@@ -31,14 +31,13 @@ from pan import eventloop
 HELP = "query delay and tuples received per stream of the full-game workflow on 3, 6, 8 and 14 peers"
 SECTION = "distribution-bench"
 WORKFLOWS = [str(query_delay.ROOT / "workflows" / f"full_game_{n}_peers.json") for n in (3, 6, 8, 14)]
-QUANTILES = ("p50_ms", "p90_ms", "p99_ms", "max_ms")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workflows", nargs="+", default=WORKFLOWS, metavar="WF",
                    help="workflow files to compare (default: full_game_{3,6,8,14}_peers.json)")
-    p.add_argument("--reps", type=int, default=1, metavar="N",
-                   help="real-time runs per workflow and wire format (default 1: each lasts as long as the match)")
+    p.add_argument("--reps", type=int, default=5, metavar="N",
+                   help="real-time runs per workflow and wire format; each lasts as long as the match")
     wires.add_argument(p)
     query_delay.add_replay_arguments(p, "20 s of match per workflow, no Spark: a few minutes for all four")
 
@@ -54,18 +53,8 @@ async def measure_one(workflow: Path, data: Path, work: Path) -> dict[str, Any]:
 
 
 def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The runs of one workflow and wire: per stream the median of each quantile, the p50s' spread."""
-    streams: dict[str, dict[str, Any]] = {}
-    for stream in runs[0]["streams"]:
-        per_run = [r["streams"][stream] for r in runs]
-        combined: dict[str, Any] = {"count": min(s["count"] for s in per_run),
-                                    "received": min(s["received"] for s in per_run)}
-        for q in QUANTILES:
-            values = [s[q] for s in per_run if s[q] is not None]
-            combined[q] = round(wires.spread(values)["median"], 3) if values else None
-        p50s = [s["p50_ms"] for s in per_run if s["p50_ms"] is not None]
-        combined["p50_ms_min"], combined["p50_ms_max"] = (min(p50s), max(p50s)) if p50s else (None, None)
-        streams[stream] = combined
+    """The runs of one workflow and wire: per stream the median of each quantile and the spread over the runs."""
+    streams = {stream: common.combine_delays([r["streams"][stream] for r in runs]) for stream in runs[0]["streams"]}
     return {"peers": runs[0]["peers"], "streams": streams,
             "runs": [{k: r[k] for k in ("load_avg_before", "load_avg_after")} for r in runs]}
 
@@ -133,10 +122,7 @@ def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Name
             cells = [f"`{name}`", first["peers"], f"`{stream}`", first["streams"][stream]["received"]]
             for wire in names:
                 s = per_wire[wire]["streams"][stream]
-                p50 = common.fmt(s["p50_ms"])
-                if results["config"]["reps"] > 1 and s["p50_ms_min"] is not None:
-                    p50 += f" ({common.fmt(s['p50_ms_min'])}-{common.fmt(s['p50_ms_max'])})"
-                cells += [p50, common.fmt(s["p99_ms"])]
+                cells += [common.with_spread(s, "p50_ms"), common.with_spread(s, "p99_ms")]
             if "json" in per_wire and "arrow" in per_wire:
                 ratio = wires.ratio(per_wire["arrow"]["streams"][stream]["p50_ms"],
                                     per_wire["json"]["streams"][stream]["p50_ms"])
@@ -155,7 +141,7 @@ def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Name
     header += ["target p50", f"met ({' / '.join(names)})"]
     align = "lrlr" + "rr" * len(names) + ("r" if paired else "") + "rl"
     loads = [r for per_wire in results["workflows"].values() for w in per_wire.values() for r in w["runs"]]
-    spreads = (" With several runs, each cell is the median over the runs, the p50's min-max in brackets."
+    spreads = (" With several runs, each cell is the median over the runs, their min-max in brackets."
                if results["config"]["reps"] > 1 else "")
     return "\n".join([
         f"## Distribution: the full game on {peer_counts(results)} peers, {' and '.join(names)} pages "

@@ -41,7 +41,9 @@ CLIENT_START_S = 30.0
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workflow", default=str(ROOT / "workflows" / "full_game_3_peers.json"))
-    add_replay_arguments(p, "20 s of match, no Spark: finishes in under a minute")
+    p.add_argument("--reps", type=int, default=5, metavar="N",
+                   help="real-time replays of the same match; each stream's figures are the medians over them")
+    add_replay_arguments(p, "20 s of match, no Spark: under a minute per replay")
 
 
 def add_replay_arguments(p: argparse.ArgumentParser, quick_help: str) -> None:
@@ -169,17 +171,39 @@ def delays(send_log: Path, received: dict[str, list[tuple[int, int]]]) -> dict[s
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.reps < 1:
+        print("pan bench query-delay: --reps must be >= 1", file=sys.stderr)
+        return 2
     machine = common.machine()
+    runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="pan-qdelay-") as tmp:
         work = Path(tmp)
         data = prepare_data(args, work)
-        measured = eventloop.run(measure(on_free_ports_copy(args.workflow, work), data, work))
-    summary = {stream: common.summarize_ms(values) for stream, values in measured.items()}
+        for rep in range(args.reps):
+            run_dir = work / f"run-{rep}"
+            run_dir.mkdir()
+            before = load_avg()
+            measured = eventloop.run(measure(on_free_ports_copy(args.workflow, run_dir), data, run_dir))
+            streams = {stream: common.summarize_ms(values) for stream, values in measured.items()}
+            runs.append({"load_avg_before": before, "load_avg_after": load_avg(), "streams": streams})
+            print(f"query-delay {rep + 1}/{args.reps} (load {before[0]:.2f} -> {runs[-1]['load_avg_after'][0]:.2f}): "
+                  + ", ".join(f"{s} p50 {common.fmt(d['p50_ms'])} ms" for s, d in streams.items()),
+                  file=sys.stderr, flush=True)
+    results = {
+        "config": {"reps": args.reps, "match": match_text(args), "workflow": Path(args.workflow).name},
+        "streams": {stream: common.combine_delays([r["streams"][stream] for r in runs]) for stream in STREAMS},
+        "runs": runs,
+        "load_avg_at_end": load_avg(),
+    }
     from benchmarks import plots
 
-    common.publish(summary, args.write, SECTION, lambda: report(summary, machine, args),
-                   lambda png: plots.query_delay(summary, png, TARGETS_MS))
+    common.publish(results, args.write, SECTION, lambda: report(results, machine, args),
+                   lambda png: plots.query_delay(results["streams"], png, TARGETS_MS))
     return 0
+
+
+def load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def delay_cells(s: dict[str, Any]) -> list[str]:
@@ -201,21 +225,29 @@ def match_text(args: argparse.Namespace) -> str:
     return f"{'20 s' if args.quick else f'{args.minutes:g} min'} of a generated match"
 
 
-def report(summary: dict[str, dict[str, Any]], machine: dict[str, Any], args: argparse.Namespace) -> str:
-    rows = [[f"`{stream}`", s["count"], *delay_cells(s), *target_cells(stream, s), SEED_REPORTED_MS.get(stream, "-")]
-            for stream, s in summary.items()]
+def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Namespace) -> str:
+    rows = [[f"`{stream}`", s["count"], common.with_spread(s, "p50_ms"), common.fmt(s["p90_ms"]),
+             common.with_spread(s, "p99_ms"), common.fmt(s["max_ms"]), *target_cells(stream, s),
+             SEED_REPORTED_MS.get(stream, "-")]
+            for stream, s in results["streams"].items()]
     table = common.markdown_table(
         ["stream", "tuples", "p50 ms", "p90 ms", "p99 ms", "max ms", "target p50", "met", "seed (14 peers)"], rows
     )
+    runs = results["runs"]
+    before = [r["load_avg_before"][0] for r in runs]
     return "\n".join([
-        "## Query delay (issues 5 and 6)",
+        "## Query delay (issues 5, 6 and 18)",
         "",
-        f"{common.utc_now()}. {common.machine_line(machine, list(os.getloadavg()))}",
-        f"Command: `{common.command_line()}`; workflow `{Path(args.workflow).name}`, real-time replay "
-        f"({match_text(args)}), all peers on this machine.",
+        f"{common.utc_now()}. {common.machine_line(machine, results['load_avg_at_end'])}",
+        f"Command: `{common.command_line()}`; workflow `{results['config']['workflow']}`, "
+        f"{len(runs)} real-time replays of the same data ({match_text(args)}), all peers on this machine. "
+        f"Load average (1 min) before each replay: {min(before):.2f} - {max(before):.2f}.",
         "Delay = client receive time - send time of the sensor row the tuple answers (module docstring of "
         "`benchmarks/query_delay.py`). The simulator runs in the benchmark process, the observing client in "
         "a process of its own (`benchmarks/observer.py`).",
+        "Each cell is the median over the replays of that replay's percentile; p50 and p99 show the replays' "
+        "min-max in brackets; 'tuples' is the fewest any replay received with a delay. The raw per-replay figures "
+        f"are in `results/{SECTION}.json` beside this report.",
         "",
         table,
         "",

@@ -29,6 +29,10 @@ from pan.workflow import parse_workflow
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 
+# Benchmarks started by tests write their reports into temporary folders: a busy CI machine must not make
+# `--write` refuse (benchmarks/results.py); tests of that refusal pass --max-load themselves.
+os.environ.setdefault("PAN_BENCH_MAX_LOAD", "inf")
+
 
 pytest_plugins = ["tests.support.processes", "tests.support.cluster"]
 
