@@ -28,7 +28,8 @@ async def serve_peer(workflow: Workflow, peer: str, stop: asyncio.Event) -> None
     local = LocalPublishers()  # the peer's workers pull from each other without HTTP
     try:
         for spec in specs:
-            worker = Worker(spec, workflow.repository, local=local, replicas=workflow.replicas, trust=trust)
+            worker = Worker(spec, workflow.repository, local=local, replicas=workflow.replicas, trust=trust,
+                            lossless=workflow.delivery == "lossless")
             await worker.start()
             started.append(worker)
         # The ring buffers' slot lists hold millions of references. Left to the cyclic garbage

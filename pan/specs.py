@@ -64,6 +64,10 @@ class Workflow:
     allowed_hosts: frozenset[str] | None = None
     #: HTTPS for the repositories and workers, with these certificates (pan.tls); None: plain HTTP.
     tls: TlsFiles | None = None
+    #: ``live`` (default): a worker that falls behind a publisher's ring buffer skips ahead and reports what it
+    #: missed. ``lossless``: every worker input asks its publisher to hold what it has not read yet (the ring
+    #: grows instead), so a slow worker delays the stream and loses nothing; for replays of recorded data.
+    delivery: str = "live"
 
     @property
     def repositories(self) -> list[RepositorySpec]:

@@ -197,6 +197,11 @@ class OutputStream:
             del self._holders[reader]
         return min(after for after, _ in self._holders.values()) + 1 if self._holders else None
 
+    def holders_behind(self) -> int:
+        """Tuples the slowest live holder has not read yet (0 without holders): what a replay's feed watches."""
+        unread = self._unread_from()
+        return 0 if unread is None else max(0, self.buffer.next_index - unread)
+
     def _make_room(self, count: int) -> None:
         """Grow the ring so that appending ``count`` tuples overwrites nothing a holder has not read."""
         unread = self._unread_from()
@@ -281,6 +286,8 @@ class OutputStream:
             "last": self.buffer.last,
             "held": len(self.buffer),
             "capacity": self.buffer.capacity,
+            "buffer_size": self.base_capacity,
+            "holders_behind": self.holders_behind(),
             "held_bytes": self.held_bytes,
             "byte_budget": self.byte_budget,
             "dropped_for_bytes": self.dropped_for_bytes,

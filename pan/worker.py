@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import re
 import uuid
 from collections.abc import Coroutine, Sequence
 from typing import Any
@@ -60,10 +62,13 @@ class Worker:
         local: LocalPublishers | None = None,
         replicas: Sequence[RepositorySpec] = (),
         trust: Trust = OPEN,
+        lossless: bool = False,
     ) -> None:
         """``replicas``: the workflow's further repositories, which the lease also registers with and the pulls
         also ask. ``trust``: the workflow's secret (the API then needs the read token, the lease is signed and
-        the pulls show the token), allowed hosts (the only ones pulled from) and TLS (HTTPS both ways)."""
+        the pulls show the token), allowed hosts (the only ones pulled from) and TLS (HTTPS both ways).
+        ``lossless``: the workflow's ``delivery`` is ``lossless``; every input holds its publisher's unread tuples
+        (``/data?hold=``) instead of skipping what was overwritten."""
         component_type = get_component_type(spec.type)
         if component_type is None:
             raise ValueError(f"unknown worker type {spec.type!r}")
@@ -72,6 +77,7 @@ class Worker:
         self.repositories = [(r.host, r.port) for r in (repository, *replicas)]
         self.local = local  # this peer's directory of in-process publishers, if any
         self.trust = trust
+        self.lossless = lossless
         self.epoch = epoch or uuid.uuid4().hex[:16]
         self.log = logging.getLogger(f"pan.worker.{spec.name}")
         self.level = component_type.repeater_level(spec)
@@ -184,7 +190,15 @@ class Worker:
             token=self.trust.token,
             allowed_hosts=self.trust.allowed_hosts,
             tls=self.trust.client_tls(),
+            hold=hold_name(self.spec.name) if self.lossless else None,
         )
+
+
+def hold_name(worker: str) -> str:
+    """The name a worker's inputs hold under (``/data?hold=`` takes 1-64 of ``A-Za-z0-9._:-``): readable, and as
+    unique as the worker names of a workflow."""
+    readable = re.sub(r"[^A-Za-z0-9._:-]", "_", worker)[:40]
+    return f"{readable}-{hashlib.sha256(worker.encode()).hexdigest()[:12]}"
 
 
 def _summary(counters: dict[str, Any]) -> str:

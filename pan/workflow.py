@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 __all__ = ["RepositorySpec", "WorkerSpec", "Workflow", "WorkflowError", "load_workflow", "on_free_ports",
            "parse_workflow"]
 
-TOP_KEYS = {"name", "description", "repository", "workers", "auth", "allowed_hosts", "tls"}
+TOP_KEYS = {"name", "description", "repository", "workers", "auth", "allowed_hosts", "tls", "delivery"}
+DELIVERIES = ("live", "lossless")
 TLS_KEYS = {"ca", "cert", "key"}
 AUTH_KEYS = {"secret_file", "secret_env"}
 REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
@@ -88,6 +89,18 @@ def load_workflow(path: str | Path) -> Workflow:
     if workflow.tls is not None:
         workflow.tls = workflow.tls.resolved(folder)
     return workflow
+
+
+def with_absolute_paths(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Workflow JSON read from ``path``, its own files (secret, certificates) named absolutely: a copy written
+    elsewhere (next to a recording, on free ports) still finds them."""
+    folder = Path(path).resolve().parent
+    out = dict(data)
+    for key, fields in (("auth", ("secret_file",)), ("tls", ("ca", "cert", "key"))):
+        section = data.get(key)
+        if isinstance(section, dict):
+            out[key] = {k: str(folder / v) if k in fields and isinstance(v, str) else v for k, v in section.items()}
+    return out
 
 
 def parse_workflow(data: object, source: str = "workflow") -> Workflow:
@@ -196,6 +209,11 @@ class _Parser:
             workflow.allowed_hosts = self.allowed_hosts(data["allowed_hosts"], workflow)
         if "tls" in data:
             workflow.tls = self.tls(data["tls"])
+        if "delivery" in data:
+            if data["delivery"] in DELIVERIES:
+                workflow.delivery = data["delivery"]
+            else:
+                self.bad("delivery", f"must be one of {', '.join(map(repr, DELIVERIES))}, got {data['delivery']!r:.80}")
         return workflow
 
     def tls(self, raw: object) -> TlsFiles | None:

@@ -18,7 +18,8 @@ from pan.lifeline import die_with_launcher
 from pan.specs import WorkflowError
 from pan.tls import TlsError
 from pan.trust import Trust
-from pan.workflow import load_workflow, on_free_ports
+from pan.workflow import load_workflow, on_free_ports, with_absolute_paths
+from simulator.backpressure import FeedBrake
 from simulator.impair import ImpairProfile, ProfileError
 from simulator.replay import replay
 from simulator.simulate import SimulateError, SimulateOptions, simulate
@@ -46,23 +47,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--free-ports", action="store_true",
                    help="move the repository and every worker to free ports (OUTDIR/workflow.json), so that "
                    "several replays can run on one machine")
+    p.add_argument("--strict-pace", action="store_true",
+                   help="keep the pace whatever happens, as a live deployment must: a workflow that falls behind "
+                   "loses what its buffers overwrite, reported in 'missed' (exit 1). By default the replay loses "
+                   "nothing: the workflow runs with delivery 'lossless' (OUTDIR/workflow.json) and the feed waits "
+                   "while it is behind (simulator/backpressure.py)")
     p.set_defaults(handler=run)
 
 
-def moved_to_free_ports(path: Path, out_dir: Path) -> Path:
-    """A copy of the workflow on free ports, written next to the recording."""
-    load_workflow(path)  # a broken file is reported as such before anything is moved
-    data = orjson.loads(path.read_bytes())
+def prepared_workflow(path: Path, out_dir: Path, *, free_ports: bool, lossless: bool) -> Path:
+    """``path`` itself, or a copy next to the recording moved to free ports and/or with lossless delivery."""
+    workflow = load_workflow(path)  # a broken file is reported as such before anything is changed
+    if not free_ports and (not lossless or workflow.delivery == "lossless"):
+        return path
+    data = with_absolute_paths(orjson.loads(path.read_bytes()), path)
+    if free_ports:
+        data = on_free_ports(data)
+    if lossless:
+        data["delivery"] = "lossless"
     out_dir.mkdir(parents=True, exist_ok=True)
-    moved = out_dir / "workflow.json"
-    moved.write_bytes(orjson.dumps(on_free_ports(data), option=orjson.OPT_INDENT_2))
-    return moved
+    prepared = out_dir / "workflow.json"
+    prepared.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    return prepared
 
 
 def run(args: argparse.Namespace) -> int:
     die_with_launcher()  # started by a benchmark or a script: stop when it is gone
     try:
-        workflow_path = moved_to_free_ports(Path(args.workflow), args.record) if args.free_ports else args.workflow
+        workflow_path = prepared_workflow(Path(args.workflow), args.record, free_ports=args.free_ports,
+                                          lossless=not args.strict_pace)
         workflow = load_workflow(workflow_path)
         impair = ImpairProfile.load(args.impair) if args.impair else None
         Trust.of(workflow)  # a closed workflow's secret and CA must load before anything starts
@@ -83,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         from_ts=args.from_ts,
         to_ts=args.to_ts,
         skip_halftime=args.skip_halftime,
+        brake=None if args.strict_pace else FeedBrake(workflow),
     )
 
     async def feed() -> dict:
@@ -99,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
         "elapsed_s": round(result.elapsed_s, 3),
         "feed_s": round(result.feed_s, 3),
         "wire": result.wire,
+        "speedup": args.speedup,
+        "achieved_speedup": result.feed.get("achieved_speedup"),  # event time fed per second, stalls included
+        "held": result.feed.get("held"),  # the feed's stalls while the workflow was behind (None: --strict-pace)
         "tuples": sum(result.streams.values()),
         "streams": result.streams,
         "missed": result.missed,

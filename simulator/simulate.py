@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pan.ingest import DEFAULT_PROMISE_AHEAD_MS, END_OF_STREAM, promise_line, send_lines
 from pan.specs import Workflow, ingest_port, inter_pan_inputs
@@ -49,6 +49,9 @@ from simulator.sources import (
     sensor_files,
 )
 from simulator.wtt import Address, WTTMaster, WTTSlaveTime
+
+if TYPE_CHECKING:
+    from simulator.backpressure import FeedBrake
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,9 @@ class SimulateOptions:
     give_up_s: float = 10.0  # unpaced only: how long to wait for an unreachable receiver
     lead_ms: float = 50.0  # start this long after connecting when no start_at is given
     stop: asyncio.Event | None = None  # set to end the simulation early (Ctrl-C)
+    #: Waits while the workflow is behind (`simulator/backpressure.py`); None: the feed keeps its pace and a
+    #: workflow that cannot keep up loses what its buffers overwrite.
+    brake: FeedBrake | None = None
 
 
 @dataclass
@@ -126,6 +132,8 @@ class Summary:
     speedup: float
     wtt: dict[str, Any] | None = None
     no_data: list[str] = field(default_factory=list)  # routed sensors without data: promised ended at the start
+    event_s: float = 0.0  # event time fed, from the origin to the newest row sent (a skipped break left out)
+    held: dict[str, Any] | None = None  # how long the back-pressure brake held the feed, when it had one
 
     @property
     def sent(self) -> int:
@@ -152,6 +160,10 @@ class Summary:
             "elapsed_s": round(self.elapsed_s, 3),
             "rate_rows_per_s": round(self.sent / self.elapsed_s, 1) if self.elapsed_s > 0 else None,
             "speedup": self.speedup,
+            "event_s": round(self.event_s, 3),
+            # how fast event time went by, stalls included: what a user waits for, against --speedup
+            "achieved_speedup": round(self.event_s / self.elapsed_s, 3) if self.elapsed_s > 0 else None,
+            "held": self.held,
             "start_ns": self.start_ns,
             "origin_ts": self.origin_ts,
             "unrouted": self.unrouted,
@@ -246,10 +258,28 @@ class Link:
 
 
 class Pacer:
-    """Check-period ticks on the provider's clock, relative to the common start."""
+    """Check-period ticks on the provider's clock, relative to the common start.
 
-    def __init__(self, clock: TimeProvider, start_ns: int, check_ns: int) -> None:
+    With a ``brake`` (`simulator/backpressure.py`) a tick waits while the workflow is behind, and the time
+    waited is taken out of the schedule: after a stall the feed goes on where it stopped, at its pace.
+    """
+
+    def __init__(self, clock: TimeProvider, start_ns: int, check_ns: int, brake: FeedBrake | None = None) -> None:
         self.clock, self.start_ns, self.check_ns = clock, start_ns, check_ns
+        self.brake = brake
+        self.paused_ns = 0
+        self._pausing = asyncio.Lock()  # one sensor measures a stall; the others wait behind it
+
+    def elapsed_ns(self) -> int:
+        """Replay time: since the start, less the time the brake held the feed."""
+        return self.clock.now_ns() - self.start_ns - self.paused_ns
+
+    async def hold_while_braked(self) -> None:
+        if self.brake is None or not self.brake.engaged:
+            return
+        async with self._pausing:
+            if self.brake.engaged:
+                self.paused_ns += int(await self.brake.released() * 1e9)
 
     async def wait_start(self) -> None:
         # Re-read the clock every half second at most: a WTT slave may still adjust it.
@@ -261,11 +291,11 @@ class Pacer:
     async def tick(self, last_ns: int) -> int:
         """Sleep to the next check after ``last_ns``; returns ns since the start (never less than before)."""
         target = (last_ns // self.check_ns + 1) * self.check_ns
-        now = self.clock.now_ns() - self.start_ns
+        now = self.elapsed_ns()
         if target > now:
             await asyncio.sleep((target - now) / 1e9)
-            now = self.clock.now_ns() - self.start_ns
-        return max(now, last_ns)
+        await self.hold_while_braked()
+        return max(self.elapsed_ns(), last_ns)
 
 
 class EventTimeGate:
@@ -323,7 +353,7 @@ class SensorRunner:
     async def run(self, pacer: Pacer, gate: EventTimeGate) -> None:
         try:
             if self.opts.speedup == 0:
-                exhausted = await self._run_unpaced(gate)
+                exhausted = await self._run_unpaced(gate, pacer)
             else:
                 exhausted = await self._run_paced(pacer)
             if exhausted and not self.gave_up:
@@ -358,10 +388,11 @@ class SensorRunner:
             await self._promise_if_silent(limit)
         return False
 
-    async def _run_unpaced(self, gate: EventTimeGate) -> bool:
+    async def _run_unpaced(self, gate: EventTimeGate, pacer: Pacer) -> bool:
         """Returns True once every row is sent (or lost), False when stopped."""
         finished = False
         while not finished and not self._stopped():
+            await pacer.hold_while_braked()
             limit = gate.limit_ts
             self._sent_in_round = False
             if self.imp is None:
@@ -638,13 +669,16 @@ async def simulate(opts: SimulateOptions) -> Summary:
     progress_task = None
     started_mono = time.monotonic()
     start_ns = clock.now_ns()
+    braking = contextlib.AsyncExitStack()
     try:
         await asyncio.gather(*(r.link.ensure(force=True) for r in runners))
         start_ns = opts.start_at_ms * 1_000_000 if opts.start_at_ms is not None else (
             clock.now_ns() + int(opts.lead_ms * 1e6))
         if start_ns < clock.now_ns() - 1_000_000_000:
             log.warning("start time lies %.1f s in the past: catching up", (clock.now_ns() - start_ns) / 1e9)
-        pacer = Pacer(clock, start_ns, max(1, int(opts.check_period_ms * 1e6)))
+        pacer = Pacer(clock, start_ns, max(1, int(opts.check_period_ms * 1e6)), opts.brake)
+        if opts.brake is not None:
+            await braking.enter_async_context(opts.brake)
         await pacer.wait_start()
         started_mono = time.monotonic()
         if opts.progress:
@@ -654,6 +688,7 @@ async def simulate(opts: SimulateOptions) -> Summary:
         await asyncio.gather(*(r.run(pacer, gate) for r in runners))
     finally:
         elapsed = time.monotonic() - started_mono
+        await braking.aclose()
         if progress_task is not None:
             progress_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -672,4 +707,8 @@ async def simulate(opts: SimulateOptions) -> Summary:
     for name, stats in streams.items():
         if stats.sent == 0 and stats.error:
             errors.append(f"{name}: {stats.error}")
-    return Summary(streams, unrouted, errors, elapsed, start_ns, origin, opts.speedup, wtt_status, no_data)
+    newest = max((s.last_ts for s in streams.values() if s.last_ts is not None), default=None)
+    event_s = 0.0 if newest is None else timeline.due_one(newest) * (opts.speedup or 1.0) / 1e9
+    held = None if opts.brake is None else opts.brake.stats.as_dict()
+    return Summary(streams, unrouted, errors, elapsed, start_ns, origin, opts.speedup, wtt_status, no_data,
+                   event_s, held)

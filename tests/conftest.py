@@ -143,7 +143,7 @@ class WorkerGroup:
         for spec in workflow.workers:
             if names is None or spec.name in names:
                 worker = Worker(spec, workflow.repository, local=self.local, replicas=workflow.replicas,
-                                trust=Trust.of(workflow))
+                                trust=Trust.of(workflow), lossless=workflow.delivery == "lossless")
                 await worker.start()
                 self.workers.append(worker)
                 started.append(worker)
