@@ -65,6 +65,7 @@ class ReplayResult:
     feed_s: float
     missed: dict[str, int] = field(default_factory=dict)
     wire: Wire = "json"  # the page format the recorder asked for
+    recorded_s: float = 0.0  # from the start of the feed until every output was recorded
 
 
 def output_streams(workflow: Workflow) -> list[str]:
@@ -215,6 +216,7 @@ async def replay(
         summary = await feed()
         feed_s = time.monotonic() - feed_started
         await _wait_until_quiet(recorder, quiet_s, until_ended)
+        recorded_s = time.monotonic() - feed_started
     finally:
         if watching is not None:
             watching.cancel()
@@ -232,7 +234,8 @@ async def replay(
         finally:
             lifeline.close()
     missed = {s: sub.stats.missed for s, sub in recorder.subscribers.items() if sub.stats.missed}
-    return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, feed_s, missed, recorder.wire)
+    return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, feed_s, missed, recorder.wire,
+                        recorded_s)
 
 
 async def _wait_until_quiet(recorder: Recorder, quiet_s: float, until_ended: bool) -> None:
