@@ -84,6 +84,7 @@ def output_streams(workflow: Workflow) -> list[str]:
 #: (the recorder's HTTP requests are most of the replay driver's CPU). A stream with more waiting is fetched
 #: again at once, so a busy stream is never throttled. Publishers hold what is not recorded yet (``hold``).
 RECORD_LINGER_S = 0.25
+RECORD_REQUEST_TIMEOUT_S = 30.0
 
 
 class Recorder:
@@ -115,6 +116,9 @@ class Recorder:
                 self.workflow.repository_addresses,
                 max_wait_ms=500,
                 page_size=5000,
+                # Recording is not latency-bound, and a replay driver reading hundreds of streams on a busy
+                # machine may take seconds to get to a page: a short timeout would only make it fail over.
+                request_timeout_s=RECORD_REQUEST_TIMEOUT_S,
                 norep=True,
                 session=self._session,
                 hold=self.holder,  # publishers keep what we have not recorded yet: a replay loses nothing
@@ -124,6 +128,19 @@ class Recorder:
             )
             self.subscribers[stream] = subscriber
             self._tasks.append(asyncio.create_task(self._record(stream, subscriber), name=f"record {stream}"))
+
+    async def holding(self, timeout_s: float) -> None:
+        """Until every publisher has answered once: from then on it holds what we have not recorded.
+
+        Before that, a fast workflow could overwrite a stream's first tuples while hundreds of first
+        requests are still on their way (the heat maps of a 20x replay did, 1,318 of each).
+        """
+        deadline = time.monotonic() + timeout_s
+        while waiting := [s for s, sub in self.subscribers.items() if sub.state.epoch is None]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(waiting)} output streams never answered the recorder within "
+                                   f"{timeout_s:.0f} s (e.g. {', '.join(waiting[:5])})")
+            await asyncio.sleep(0.05)
 
     async def _record(self, stream: str, subscriber: StreamSubscriber) -> None:
         out = self._files[stream]
@@ -210,6 +227,7 @@ async def replay(
     try:
         await _wait_for_producers(workflow, streams)
         await recorder.start()
+        await recorder.holding(STARTUP_TIMEOUT_S)
         if observer is not None:
             watching = asyncio.create_task(observer(), name="replay observer")
         feed_started = time.monotonic()
