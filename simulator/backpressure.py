@@ -43,14 +43,15 @@ MAX_STALL_S = 600.0
 
 @dataclass
 class BrakeStats:
-    stalls: int = 0
+    engaged: int = 0  # times some output went over the limit
+    stalls: int = 0  # times the feed waited (it may have been between two rows, or done, when engaged)
     stalled_s: float = 0.0
     longest_s: float = 0.0
-    worst: str = ""  # the output that held the feed longest, for the report
+    worst: str = ""  # the output that engaged the brake last, for the report
     unanswered_polls: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"stalls": self.stalls, "stalled_s": round(self.stalled_s, 3),
+        return {"engaged": self.engaged, "stalls": self.stalls, "stalled_s": round(self.stalled_s, 3),
                 "longest_stall_s": round(self.longest_s, 3),
                 "held_by": self.worst, "unanswered_polls": self.unanswered_polls}
 
@@ -108,6 +109,7 @@ class FeedBrake:
         worst = max(self._behind.items(), key=lambda item: item[1], default=("", 0.0))
         if not self.engaged and worst[1] >= self.engage_at:
             self.stats.worst = worst[0]
+            self.stats.engaged += 1
             self._set(True)
         elif self.engaged and worst[1] <= self.release_at:
             self._set(False)

@@ -80,7 +80,7 @@ async def test_the_pacer_leaves_the_stall_out_of_its_schedule() -> None:
     clock = LocalTime()
     pacer = Pacer(clock, clock.now_ns(), 1_000_000, brake)
     brake.update({"S": 2.0})  # engaged: more unread than buffer_size
-    assert brake.engaged and brake.stats.worst == "S"
+    assert brake.engaged and brake.stats.worst == "S" and brake.stats.engaged == 1
     brake.update({"S": 0.8})  # between the thresholds: still engaged (no flapping)
     assert brake.engaged
 
