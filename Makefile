@@ -8,7 +8,7 @@ BENCH_DATA := .bench-data
 # Under CI the slowest tests are listed at the end, to keep an eye on the suite's time.
 PYTEST_ARGS ?= $(if $(CI),--durations=25)
 
-.PHONY: demo test lint bench clean java sshd
+.PHONY: demo test lint bench clean java sshd chromium
 
 # Spark 4 needs Java 17 or newer: install it from Debian when it is missing and we may.
 java:
@@ -24,6 +24,13 @@ sshd:
 		apt-get update -qq && apt-get install -y -qq openssh-server >/dev/null; \
 	else echo "openssh-server is needed for the pan cluster tests (apt-get install openssh-server); they will skip"; fi
 
+# The dashboard's browser test (tests/workers/test_dashboard_browser.py) drives Debian's headless Chromium.
+chromium:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "chromium and chromium-driver are needed for the dashboard's browser test (apt-get install chromium chromium-driver); it will skip"; fi
+
 # The runtime with its extras, and the benchmarks' own distribution (pan bench), both editable.
 $(STAMP): pyproject.toml benchmarks/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,7 +41,7 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml
 demo: $(STAMP) java
 	$(BIN)/pan demo
 
-test: $(STAMP) java sshd
+test: $(STAMP) java sshd chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
