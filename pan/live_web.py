@@ -34,7 +34,7 @@ from pan.web import json_response, make_app
 
 log = logging.getLogger(__name__)
 
-#: Frames per second a browser gets at most (positions arrive at 50 Hz per player; a screen needs fewer).
+#: Frames per second a browser gets at most (a stream may change 50 times a second or more; a screen needs fewer).
 DEFAULT_MAX_RATE_HZ = 25.0
 #: Streams one browser may watch at once (a full game has ~450; a view needs far fewer).
 MAX_WANTED = 200

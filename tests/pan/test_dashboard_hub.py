@@ -115,7 +115,7 @@ async def test_fifty_browsers_share_one_subscription_per_stream(live: tuple[Live
         assert await metric(session, url, "pan_live_subscriptions_closed_total") == len(STREAMS)
 
 
-async def test_a_browser_that_changes_its_streams_drops_the_old_subscription(live: tuple[LiveServer, Worker, str]) -> None:
+async def test_changing_streams_drops_the_old_subscription(live: tuple[LiveServer, Worker, str]) -> None:
     server, _, url = live
     async with aiohttp.ClientSession() as session:
         ws = await open_browser(session, url, ["SENSOR4", "SENSOR8"])

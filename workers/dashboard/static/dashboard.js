@@ -233,8 +233,7 @@ function drawNetwork() {
   const rows = [];
   for (const [endpoint, w] of Object.entries(net.workers).sort((a, b) => (a[1].worker || "").localeCompare(b[1].worker || ""))) {
     if (w.error) { rows.push(`<tr><td>${endpoint}</td><td colspan="6" class="err">${w.error}</td></tr>`); continue; }
-    const inputs = Object.entries(w.inputs || {}).map(([n, i]) =>
-      `${n} ← ${i.source ?? "?"} (${i.missed} missed, ${i.failovers} failovers)`).join("<br>");
+    const inputs = inputSummary(w.inputs || {});
     const units = orderingUnits(w.component || {});
     const k = units.map((u) => u.k).join(", ");
     const wms = Object.values(w.outputs || {}).map((o) => (o.meta || {}).wm).filter((v) => typeof v === "number");
@@ -244,6 +243,24 @@ function drawNetwork() {
       `<td>${Object.keys(w.outputs || {}).length}</td></tr>`);
   }
   $("net-workers").tBodies[0].innerHTML = rows.join("");
+}
+
+function sourceText(source) {
+  if (!source || typeof source !== "object") return "looking";
+  return `${source.host}:${source.port}` + (source.rep ? ` (repeater L${source.lvl})` : "");
+}
+
+function inputSummary(inputs) {
+  // One line per source: how many inputs it serves and their missed tuples and failovers in sum.
+  const bySource = new Map();
+  for (const [name, i] of Object.entries(inputs)) {
+    const key = sourceText(i.source), row = bySource.get(key) || { names: [], missed: 0, failovers: 0 };
+    row.names.push(name); row.missed += i.missed || 0; row.failovers += i.failovers || 0;
+    bySource.set(key, row);
+  }
+  return [...bySource.entries()].map(([source, r]) => `<span title="${r.names.join(" ")}">` +
+    `${r.names.length > 3 ? r.names.length + " inputs" : r.names.join(", ")} ← ${source}: ` +
+    `<span class="${r.missed ? "err" : ""}">${r.missed} missed</span>, ${r.failovers} failovers</span>`).join("<br>");
 }
 
 function orderingUnits(component) {
