@@ -54,8 +54,8 @@ class LiveServer:
         self.config = config or {}
         self.min_interval_s = 1.0 / max_rate_hz
         self.server_id = uuid.uuid4().hex[:12]
-        self.browsers = 0
         self.frames = 0
+        self._sockets: set[web.WebSocketResponse] = set()
         self.app = make_app()
         self.app.add_routes([
             web.get("/", self.handle_index),
@@ -81,7 +81,7 @@ class LiveServer:
         metrics.add("pan_live_subscriptions", self.hub.subscriptions, help="open PAN subscriptions (one per stream)")
         metrics.add("pan_live_subscriptions_opened_total", stats.opened, "counter", help="PAN subscriptions opened")
         metrics.add("pan_live_subscriptions_closed_total", stats.closed, "counter", help="PAN subscriptions closed")
-        metrics.add("pan_live_browsers", self.browsers, help="connected browsers")
+        metrics.add("pan_live_browsers", len(self._sockets), help="connected browsers")
         metrics.add("pan_live_tuples_total", stats.tuples, "counter", help="tuples received from PAN")
         metrics.add("pan_live_frames_total", self.frames, "counter", help="frames sent to browsers")
         metrics.add("pan_live_skipped_total", stats.skipped, "counter",
@@ -92,7 +92,7 @@ class LiveServer:
         ws = web.WebSocketResponse(heartbeat=20.0, max_msg_size=1 << 16)
         await ws.prepare(request)
         viewer = self.hub.viewer()
-        self.browsers += 1
+        self._sockets.add(ws)
         sender = asyncio.get_running_loop().create_task(self._send(ws, viewer), name="live:send")
         try:
             await ws.send_bytes(orjson.dumps({"hello": {"server": self.server_id, **self.config}}))
@@ -106,12 +106,20 @@ class LiveServer:
                     continue
                 viewer.want(wanted)
         finally:
-            self.browsers -= 1
+            self._sockets.discard(ws)
             viewer.close()
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sender
         return ws
+
+    async def close(self) -> None:
+        """Say goodbye to every browser (they reconnect to the next server) and close the PAN subscriptions."""
+        for ws in list(self._sockets):
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5.0):
+                    await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"server stopping")
+        await self.hub.close()
 
     async def _send(self, ws: web.WebSocketResponse, viewer: Viewer) -> None:
         """Newest slots, one frame at a time, at most ``max_rate_hz``: a slow browser skips, never queues."""

@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 T = TypeVar("T")
 MINUTES = "0.3"
 SEED = "7"
-SPEEDUP = "0.5"  # about 40 s of feed: time for two screenshots while the players move, on a loaded machine
+SPEEDUP = "1"  # about 25 s of feed: time enough for two screenshots while the players move
 WAIT_S = 120.0
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 UNORDERED_TYPES = {"forwarder", "repeater"}  # every other worker of the full game has an ordering unit
@@ -154,10 +154,10 @@ def test_the_dashboard_shows_the_match_and_the_network_live(split: Path, process
     workflow = processes.write_workflow(described)
     repository = (described["repository"]["host"], described["repository"]["port"])
     run = processes.pan("run", str(workflow), log_name="run")
+    port = free_port()
+    dashboard = start_dashboard(processes, workflow, port)  # it waits for publishers by itself
     wait_for("every peer runs", lambda: (tmp_path / "run-0.log").read_text().count("worker(s) running") >= 3
              or (run.poll() is not None and pytest.fail((tmp_path / "run-0.log").read_text()[-3000:])))
-    port = free_port()
-    dashboard = start_dashboard(processes, workflow, port)
     page = Page(browser, tmp_path)
     browser.get(f"http://127.0.0.1:{port}/")
     wait_for("the page connects", lambda: page.attr("status", "data-connected") == "true")

@@ -62,5 +62,5 @@ async def serve(repositories: list[tuple[str, int]], token: str | None, tls: ssl
               flush=True)
         await stop.wait()
     finally:
-        await live.hub.close()
+        await live.close()
         await runner.cleanup()

@@ -13,6 +13,7 @@ const state = {
 };
 const $ = (id) => document.getElementById(id);
 const PS = 1e12;
+const END_OF_STREAM = 2 ** 62;  // the promise that ends a stream
 const BANDS = ["standing", "trot", "low", "medium", "high", "sprint"];
 
 // --- which streams the page wants --------------------------------------------------------------------
@@ -237,7 +238,8 @@ function drawNetwork() {
     const units = orderingUnits(w.component || {});
     const k = units.map((u) => u.k).join(", ");
     const wms = Object.values(w.outputs || {}).map((o) => (o.meta || {}).wm).filter((v) => typeof v === "number");
-    const wm = wms.length ? `${clockText(Math.min(...wms))} (game)` : "";
+    const low = Math.min(...wms);
+    const wm = !wms.length ? "" : low >= END_OF_STREAM ? "ended" : `${clockText(low)} (game)`;
     rows.push(`<tr data-worker="${w.worker}" data-type="${w.type}" data-k="${k}"><td>${w.worker}</td><td>${w.type}</td>` +
       `<td>${endpoint}</td><td>${inputs || "–"}</td><td>${k || "–"}</td><td>${wm || "–"}</td>` +
       `<td>${Object.keys(w.outputs || {}).length}</td></tr>`);
