@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP) java
-	$(BIN)/pan demo
+	$(BIN)/pan demo --speedup 1 --dashboard 8765
 
 test: $(STAMP) java sshd chromium
 	$(BIN)/ruff check .

@@ -45,12 +45,13 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 async def serve(repositories: list[tuple[str, int]], token: str | None, tls: ssl.SSLContext | None, host: str,
-                port: int, delay_reference: str) -> None:
-    """Serve until Ctrl-C or SIGTERM, then close every PAN subscription."""
+                port: int, delay_reference: str = DEFAULT_DELAY_REFERENCE, *, signals: bool = True) -> None:
+    """Serve until Ctrl-C or SIGTERM (``signals``) or until cancelled, then close every PAN subscription."""
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    if signals:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
     live = build(repositories, token=token, tls=tls, delay_reference=delay_reference)
     runner = web.AppRunner(live.app)
     await runner.setup()
