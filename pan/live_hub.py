@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 Tuple = dict[str, Any]
 #: A value made in this process: a coroutine that calls ``emit`` with new values until it is cancelled.
 Source = Callable[[Callable[[list[Tuple]], None]], Coroutine[Any, Any, None]]
+#: Streams the hub subscribes to at most, over all viewers: names beyond it are refused (counted).
+MAX_STREAMS = 2000
 #: Tuples a stream keeps for a viewer's slot unless ``keep`` says otherwise: the newest only.
 DEFAULT_KEEP = 1
 
@@ -38,6 +40,7 @@ class HubStats:
     closed: int = 0
     tuples: int = 0  # tuples received from PAN, over all streams
     skipped: int = 0  # slot values overwritten before a viewer read them
+    refused: int = 0  # wanted names not subscribed because the hub holds MAX_STREAMS already
 
 
 @dataclass(eq=False)
@@ -121,8 +124,14 @@ class StreamHub:
                 if not shared.viewers:
                     self._close(shared)
             viewer.slots.pop(name, None)
-        for name in streams - viewer.wanted:
-            shared = self.streams.get(name) or self._open(name)
+        for name in sorted(streams - viewer.wanted):
+            shared = self.streams.get(name)
+            if shared is None:
+                if len(self.streams) >= MAX_STREAMS:
+                    self.stats.refused += 1
+                    streams = streams - {name}
+                    continue
+                shared = self._open(name)
             shared.viewers.add(viewer)
             if shared.recent:  # a new viewer sees the stream's state at once, not at its next tuple
                 viewer.offer(name, list(shared.recent))
@@ -151,14 +160,15 @@ class StreamHub:
         subscriber = StreamSubscriber(shared.name, self.repositories, start="latest", reset="latest",
                                       token=self.token, page_size=max(shared.keep, 100), **self.subscriber_options)
         async with subscriber:
-            rewound = False
+            positioned = False
             while True:
                 try:
                     fetch = await subscriber.fetch()
-                    if not rewound and subscriber.position >= 0:
+                    if not positioned:
                         # The first answer only says where the stream stands; step back to show its newest tuples.
-                        subscriber.state.position = max(-1, subscriber.position - shared.keep)
-                        rewound = True
+                        positioned = True
+                        if subscriber.position >= 0:
+                            subscriber.state.position = max(-1, subscriber.position - shared.keep)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # a bad publisher or repository must not end the view

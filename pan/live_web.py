@@ -16,6 +16,7 @@ import asyncio
 import bisect
 import contextlib
 import logging
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,10 +27,12 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from pan.auth import bearer
 from pan.live_hub import StreamHub, Tuple, Viewer
 from pan.metrics import CONTENT_TYPE as METRICS_TYPE
 from pan.metrics import MetricsText
 from pan.repository_client import Address, RepositoryClient, RepositoryUnavailable, http_url, parse_addresses
+from pan.tls import scheme
 from pan.web import json_response, make_app
 
 log = logging.getLogger(__name__)
@@ -86,6 +89,8 @@ class LiveServer:
         metrics.add("pan_live_frames_total", self.frames, "counter", help="frames sent to browsers")
         metrics.add("pan_live_skipped_total", stats.skipped, "counter",
                     help="slot values replaced before a browser got them (skipped frames)")
+        metrics.add("pan_live_refused_total", stats.refused, "counter",
+                    help="wanted streams not subscribed: the hub holds its maximum already")
         return web.Response(body=metrics.render(), headers={"Content-Type": METRICS_TYPE})
 
     async def handle_ws(self, request: web.Request) -> web.WebSocketResponse:
@@ -155,42 +160,43 @@ def _wanted(data: str) -> list[str] | None:
 
 
 def network_source(repositories: Address | Sequence[Address], *, token: str | None = None,
-                   interval_s: float = 2.0, timeout_s: float = 3.0) -> Callable[..., Any]:
+                   tls: ssl.SSLContext | None = None, interval_s: float = 2.0,
+                   timeout_s: float = 3.0) -> Callable[..., Any]:
     """A hub source: every ``interval_s``, the repository's streams and each publisher's own `/streams`."""
     addresses = parse_addresses(repositories)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     async def poll(emit: Callable[[list[Tuple]], None]) -> None:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
             while True:
-                emit([await _snapshot(session, addresses, headers, timeout_s)])
+                emit([await _snapshot(session, addresses, token, tls, timeout_s)])
                 await asyncio.sleep(interval_s)
 
     return poll
 
 
-async def _snapshot(session: aiohttp.ClientSession, addresses: list[tuple[str, int]], headers: dict[str, str],
-                    timeout_s: float) -> Tuple:
+async def _snapshot(session: aiohttp.ClientSession, addresses: list[tuple[str, int]], token: str | None,
+                    tls: ssl.SSLContext | None, timeout_s: float) -> Tuple:
     streams: dict[str, Any] = {}
     errors: list[str] = []
     for address in addresses:
-        client = RepositoryClient(address, session=session, timeout_s=timeout_s, token=headers and
-                                  headers["Authorization"].removeprefix("Bearer "))
+        client = RepositoryClient(address, session=session, timeout_s=timeout_s, token=token, tls=tls)
         try:
             streams = await client.streams()
             break
         except RepositoryUnavailable as exc:
             errors.append(str(exc))
     endpoints = sorted({(p["host"], p["port"]) for pubs in streams.values() for p in pubs})
-    answers = await asyncio.gather(*(_worker(session, host, port, headers) for host, port in endpoints))
+    answers = await asyncio.gather(*(_worker(session, host, port, token, tls) for host, port in endpoints))
     workers = {f"{host}:{port}": answer for (host, port), answer in zip(endpoints, answers, strict=True)}
     return {"ts": int(time.time() * 1000), "streams": streams, "workers": workers, "errors": errors}
 
 
-async def _worker(session: aiohttp.ClientSession, host: str, port: int, headers: dict[str, str]) -> Any:
+async def _worker(session: aiohttp.ClientSession, host: str, port: int, token: str | None,
+                  tls: ssl.SSLContext | None) -> Any:
     """A worker's `/streams`, or its error in one line."""
     try:
-        async with session.get(http_url(host, port, "/streams"), headers=headers) as response:
+        async with session.get(http_url(host, port, "/streams", scheme(tls)), headers=bearer(token),
+                               **({} if tls is None else {"ssl": tls})) as response:
             if response.status != 200:
                 return {"error": f"HTTP {response.status}"}
             return orjson.loads(await response.read())

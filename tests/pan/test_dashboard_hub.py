@@ -18,6 +18,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from pan import live_hub
 from pan.live_hub import StreamHub
 from pan.live_web import DEFAULT_MAX_RATE_HZ, LiveServer
 from pan.repository import RepositoryServer
@@ -167,3 +168,14 @@ async def test_a_bad_message_gets_an_error_and_the_connection_stays(live: tuple[
         await ws.send_str(orjson.dumps({"want": ["SENSOR8"]}).decode())  # still served
         await frames_until(ws, {"SENSOR8"})
         await ws.close()
+
+
+async def test_the_hub_refuses_streams_beyond_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live_hub, "MAX_STREAMS", 2)
+    hub = StreamHub((HOST, free_port()))  # nobody answers there: the subscriptions keep looking, which is enough
+    viewer = hub.viewer()
+    viewer.want(["S1", "S2", "S3"])
+    assert hub.subscriptions == 2 and hub.stats.refused == 1 and viewer.wanted == {"S1", "S2"}
+    viewer.close()
+    assert hub.subscriptions == 0 and hub.stats.closed == 2
+    await hub.close()

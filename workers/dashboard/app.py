@@ -54,7 +54,7 @@ def build(repositories: Address | Sequence[Address], *, token: str | None = None
     delays = DelayWatch(delay_reference)
     hub = StreamHub(repositories, token=token, keep=lambda s: SHOTS_KEPT if s == "SHOTS" else 1,
                     subscriber_options={"tls": tls})
-    hub.sources[NETWORK] = network_source(repositories, token=token, interval_s=network_interval_s)
+    hub.sources[NETWORK] = network_source(repositories, token=token, tls=tls, interval_s=network_interval_s)
     hub.sources[DELAYS] = delays.source(hub)
     hub.on_tuples.append(delays.observe)
     return LiveServer(hub, STATIC, config=page_config(delay_reference))
