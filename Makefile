@@ -73,6 +73,7 @@ bench: $(STAMP)
 	$(BIN)/pan bench floor --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench chaos --write docs/benchmarks.md
 	$(BIN)/pan bench ordering-modes --write docs/ordering.md
+	$(BIN)/pan bench dashboard --write docs/benchmarks.md
 	$(BIN)/pan bench policies --out docs/policies.json
 
 clean:

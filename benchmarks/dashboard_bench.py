@@ -78,6 +78,7 @@ class Clients:
     session: aiohttp.ClientSession
     phase: Phase | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    flowing: asyncio.Event = field(default_factory=asyncio.Event)  # the first client has had a player's position
 
     async def resize(self, count: int) -> None:
         while len(self.tasks) > count:
@@ -95,6 +96,8 @@ class Clients:
                 now = time.time_ns()
                 phase = self.phase
                 if phase is None:
+                    if first and not self.flowing.is_set() and b'"A1"' in message.data:
+                        self.flowing.set()
                     continue
                 phase.frames += 1
                 if first:
@@ -123,6 +126,9 @@ async def phases(args: argparse.Namespace, workflow: Path, repository: str, done
         readers = [asyncio.create_task(direct(repository, s, straight[s])) for s in TIMED]
         clients = Clients(f"http://127.0.0.1:{port}/ws", session)
         try:
+            await clients.resize(1)
+            async with asyncio.timeout(START_S):  # the match has begun: positions flow
+                await clients.flowing.wait()
             for rep in range(args.reps):
                 for count in COUNTS:
                     await clients.resize(count)
