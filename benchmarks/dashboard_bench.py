@@ -90,6 +90,13 @@ class Clients:
             self.tasks.append(asyncio.create_task(self._client(first=not self.tasks)))
 
     async def _client(self, first: bool) -> None:
+        try:
+            await self._read(first)
+        except Exception as exc:
+            print(f"client failed: {exc!r}", file=sys.stderr, flush=True)
+            raise
+
+    async def _read(self, first: bool) -> None:
         async with self.session.ws_connect(self.url, timeout=aiohttp.ClientWSTimeout(ws_close=10)) as ws:
             await ws.send_str(orjson.dumps({"want": WANTED}).decode())
             async for message in ws:
@@ -109,9 +116,13 @@ class Clients:
 
 async def direct(repository: str, stream: str, out: list[tuple[int, int]]) -> None:
     """The same stream straight from PAN: the query delay the dashboard adds to."""
-    async with StreamSubscriber(stream, repository, start="latest") as subscriber:
-        async for t in subscriber:
-            out.append((t["ts"], time.time_ns()))
+    try:
+        async with StreamSubscriber(stream, repository, start="latest") as subscriber:
+            async for t in subscriber:
+                out.append((t["ts"], time.time_ns()))
+    except Exception as exc:
+        print(f"direct reader of {stream} failed: {exc!r}", file=sys.stderr, flush=True)
+        raise
 
 
 async def phases(args: argparse.Namespace, workflow: Path, repository: str, done: list[Phase],
@@ -142,6 +153,9 @@ async def phases(args: argparse.Namespace, workflow: Path, repository: str, done
                     phase.wall_s = time.monotonic() - started
                     phase.cpu_s = (after.user - cpu.user) + (after.system - cpu.system)
                     done.append(phase)
+                    print(f"phase {rep + 1}/{args.reps}, {count} clients: {phase.frames} frames, "
+                          f"{len(phase.received['A1'])} A1 tuples; directly {len(straight['A1'])} so far",
+                          file=sys.stderr, flush=True)
         finally:
             await clients.resize(0)
             for task in readers:

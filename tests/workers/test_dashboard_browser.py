@@ -126,10 +126,10 @@ class Page:
 
         Select(self.driver.find_element("id", select_id)).select_by_visible_text(value)
 
-    def screenshot(self, name: str) -> None:
+    def screenshot(self, name: str, *, for_readme: bool = True) -> None:
         path = self.shots / f"dashboard-{name}.png"
         self.driver.save_screenshot(str(path))
-        if os.environ.get("PAN_SCREENSHOTS"):
+        if for_readme and os.environ.get("PAN_SCREENSHOTS"):
             shutil.copy(path, Path(os.environ["PAN_SCREENSHOTS"]) / path.name)
 
 
@@ -168,7 +168,7 @@ def test_the_dashboard_shows_the_match_and_the_network_live(split: Path, process
                          "--skip-halftime", log_name="simulate")
     first = wait_for("16 players and the ball drawn", lambda: page.attr("pitch", "data-players") == "16"
                      and page.attr("pitch", "data-ball") == "1" and page.positions())
-    page.screenshot("match-1")
+    page.screenshot("match-1", for_readme=False)
     second = wait_for("the players move", lambda: (p := page.positions()) and p != first and
                       sum(p[k] != first.get(k) for k in p) >= 8 and p)
     assert sum(bool(re.fullmatch("[AB][1-8]", k)) for k in second) == 16 and "BALL" in second
