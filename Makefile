@@ -8,7 +8,7 @@ BENCH_DATA := .bench-data
 # Under CI the slowest tests are listed at the end, to keep an eye on the suite's time.
 PYTEST_ARGS ?= $(if $(CI),--durations=25)
 
-.PHONY: demo test lint bench clean java sshd
+.PHONY: demo test lint bench clean java sshd chromium
 
 # Spark 4 needs Java 17 or newer: install it from Debian when it is missing and we may.
 java:
@@ -24,6 +24,13 @@ sshd:
 		apt-get update -qq && apt-get install -y -qq openssh-server >/dev/null; \
 	else echo "openssh-server is needed for the pan cluster tests (apt-get install openssh-server); they will skip"; fi
 
+# The dashboard's browser test (tests/workers/test_dashboard_browser.py) drives Debian's headless Chromium.
+chromium:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "chromium and chromium-driver are needed for the dashboard's browser test (apt-get install chromium chromium-driver); it will skip"; fi
+
 # The runtime with its extras, and the benchmarks' own distribution (pan bench), both editable.
 $(STAMP): pyproject.toml benchmarks/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,9 +39,9 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP) java
-	$(BIN)/pan demo
+	$(BIN)/pan demo --speedup 1 --dashboard 8765
 
-test: $(STAMP) java sshd
+test: $(STAMP) java sshd chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
@@ -66,6 +73,7 @@ bench: $(STAMP)
 	$(BIN)/pan bench floor --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench chaos --write docs/benchmarks.md
 	$(BIN)/pan bench ordering-modes --write docs/ordering.md
+	$(BIN)/pan bench dashboard --write docs/benchmarks.md
 	$(BIN)/pan bench policies --out docs/policies.json
 
 clean:

@@ -39,6 +39,7 @@ BENCHMARKS: dict[str, str] = {
     "ordering-modes": "benchmarks.ordering_modes",
     "policies": "benchmarks.policies",
     "ingest": "benchmarks.ingest_bench",
+    "dashboard": "benchmarks.dashboard_bench",
 }
 
 

@@ -24,6 +24,7 @@ from simulator.realistic import generate
 from simulator.replay import replay
 from simulator.simulate import SimulateOptions, simulate
 from simulator.split import split
+from workers.dashboard.cli import serve
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_S
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--seed", type=int, default=2013)
     p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW))
     p.add_argument("--out", type=Path, default=ROOT / "demo-out", help="working folder (default ./demo-out)")
-    p.add_argument("--speedup", type=float, default=0.0, help="replay speed; 0 = as fast as possible")
+    p.add_argument("--speedup", type=float, default=0.0,
+                   help="replay speed; 0 = as fast as possible (above 0 the half-time break is skipped)")
+    p.add_argument("--dashboard", type=int, default=None, metavar="PORT",
+                   help="also serve `pan dashboard` of the replay on this port (0: any free port)")
     p.set_defaults(handler=cmd_demo)
 
 
@@ -49,12 +53,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"2/3 splitting it per sensor with Spark into {split_dir}", flush=True)
     split(game / "full-game", split_dir)
     print(f"3/3 replaying it into '{workflow.name}'", flush=True)
-    options = SimulateOptions(workflow=workflow, data_dir=split_dir, speedup=args.speedup)
+    options = SimulateOptions(workflow=workflow, data_dir=split_dir, speedup=args.speedup,
+                              skip_halftime=args.speedup > 0)
 
     async def feed() -> Any:
         return (await simulate(options)).as_dict()
 
-    result = eventloop.run(replay(Path(args.workflow), workflow, feed, record, observer=lambda: _live(workflow)))
+    async def observe() -> None:
+        watchers = [_live(workflow)]
+        if args.dashboard is not None:
+            addresses = workflow.repository_addresses
+            watchers.append(serve(addresses, None, None, "127.0.0.1", args.dashboard, signals=False))
+        await asyncio.gather(*watchers)
+
+    result = eventloop.run(replay(Path(args.workflow), workflow, feed, record, observer=observe))
     print(summary_line(_final(record)))
     print(f"\n{sum(result.streams.values())} output tuples on {len(result.streams)} streams recorded in {record}/")
     print(f"(feed {result.feed_s:.1f} s, whole run {result.elapsed_s:.1f} s)")
