@@ -228,7 +228,7 @@ def publish(
     print(results_files.dumps(results).decode(), flush=True)
     if write:
         write_report(write, section, render(), plot)
-        kept = results_files.write_results(Path(write).resolve(), section, results)
+        kept = results_files.write_results(Path(write).resolve(), section, results, run_header(section))
         print(f"kept the raw results in {kept}", file=sys.stderr)
 
 

@@ -88,11 +88,9 @@ def dumps(results: Any) -> bytes:
     return orjson.dumps(results, option=options, default=str)
 
 
-def write_results(report: Path, section: str, results: Any) -> Path:
-    """The printed results, wrapped with when, how and on what they were measured (load at start and end)."""
-    from benchmarks.common import run_header
-
-    header = run_header(section)
+def write_results(report: Path, section: str, results: Any, header: dict[str, Any]) -> Path:
+    """The printed results, wrapped in ``header`` (`common.run_header`: when, how and on what they were measured)
+    with the load average at start and end."""
     header["machine"]["load_avg"] = load_at_start() or header["machine"]["load_avg"]
     path = results_path(report, section)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,7 +178,7 @@ def load_results(path: str) -> Any:
 
 def add_compare_parser(benches: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = benches.add_parser(
-        "compare", help="two results files side by side, with ratios (e.g. docs/results/X.json and your own run)",
+        "compare", help="two results files side by side, with ratios (a kept one from docs/results/ and your own run)",
         description="Print every figure the two results files share, A, B and B / A. A results file is what "
                     "`pan bench X` prints, or what `--write` keeps in docs/results/.")
     p.add_argument("a", metavar="A.json")
