@@ -46,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--free-ports", action="store_true",
                    help="move the repository and every worker to free ports (OUTDIR/workflow.json), so that "
                    "several replays can run on one machine")
+    p.add_argument("--attach", action="store_true",
+                   help="the workflow runs already (e.g. `pan deploy up`): start no peers, only feed and record")
     p.set_defaults(handler=run)
 
 
@@ -61,6 +63,10 @@ def moved_to_free_ports(path: Path, out_dir: Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     die_with_launcher()  # started by a benchmark or a script: stop when it is gone
+    if args.attach and args.free_ports:
+        print("pan replay: --attach and --free-ports exclude each other (an attached workflow keeps its ports)",
+              file=sys.stderr)
+        return 2
     try:
         workflow_path = moved_to_free_ports(Path(args.workflow), args.record) if args.free_ports else args.workflow
         workflow = load_workflow(workflow_path)
@@ -90,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = eventloop.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
-                                   until_ended=True, wire=args.wire))
+                                   until_ended=True, wire=args.wire, attach=args.attach))
     except (SimulateError, RuntimeError) as exc:
         print(f"pan replay: {exc}", file=sys.stderr)
         return 1

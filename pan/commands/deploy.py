@@ -27,6 +27,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     s = step("install", "build the wheel, copy it with the workflow to every host, make the venvs", cmd_install)
     s.add_argument("--project", type=Path, help="the project's folder to build the wheel from (default: this one)")
+    s = step("certs", "a private CA and a TLS certificate per host address, for the workflow's tls (needs pan[tls])",
+             cmd_certs)
+    s.add_argument("--out", required=True, type=Path, help="folder for ca.pem, ADDRESS.pem and ADDRESS.key")
+    s.add_argument("--days", type=int, default=30)
     step("up", "start every peer and the repository, detached; all or nothing", cmd_up)
     s = step("status", "host, process, alive, /health, streams published", cmd_status)
     s.add_argument("--json", action="store_true", help="one JSON object instead of a table")
@@ -99,6 +103,22 @@ def cmd_install(args: argparse.Namespace) -> int:
         if name in done:
             print(done[name])
     return _fail("install", [str(e) for e in errors], 1) if errors else 0
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    from pan.deploy import install
+
+    inventory = _inventory(args)
+    if inventory is None:
+        return 2
+    if args.days < 1:
+        return _fail("certs", ["--days must be >= 1"])
+    try:
+        tls = install.make_certs(inventory, args.out, args.days)
+    except (install.InstallError, OSError) as exc:
+        return _fail("certs", [str(exc)], 1)
+    print(json.dumps({"tls": tls}, indent=1))
+    return 0
 
 
 def cmd_up(args: argparse.Namespace) -> int:
