@@ -307,14 +307,18 @@ async def logs(inventory: Inventory, name: str, follow: bool, lines: int = 200) 
     host = inventory.repository_host if name == REPOSITORY else inventory.host_of(name)
     conn = await connect(host)
     try:
-        command = f"tail -n {lines} {'-f ' if follow else ''}{q(host.dir)}/logs/{q(name)}.log"
+        log = f"{q(host.dir)}/logs/{q(name)}.log"
         if not follow:
-            done = await conn.run(command, check=False)
+            done = await conn.run(f"tail -n {lines} {log}", check=False)
             sys.stdout.write(done.stdout)
             if done.exit_status != 0:
                 print(f"{host.name}: {done.stderr.strip()}", file=sys.stderr)
             return done.exit_status
-        process = await conn.conn.create_process(command)
+        if (await conn.run(f"[ -f {log} ]", check=False)).exit_status != 0:
+            print(f"{host.name}: no log {host.dir}/logs/{name}.log (not started yet?)", file=sys.stderr)
+            return 1
+        # The remote tail ends when we go (our end of the channel closes its stdin), not at its next line.
+        process = await conn.conn.create_process(f"tail -n {lines} -f {log} & t=$!; read _; kill $t")
         async for line in process.stdout:
             sys.stdout.write(line)
             sys.stdout.flush()

@@ -8,6 +8,7 @@ SSH timeouts), the port test ~4 s: ~90 s in all.
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from tests.support.cluster import pan, write_inventory
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROWS = 200
+SIMULATED = 50
 
 
 def deployed(installed: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +50,8 @@ def test_install_puts_the_workflow_on_every_host_with_its_hosts_addresses(instal
         assert (installed["root"] / "hosts" / name / "venv" / "bin" / "pan").exists()
 
 
-def test_up_status_subscribe_from_another_host_and_down(installed: dict[str, Any], test_cluster: Any) -> None:
+def test_up_status_subscribe_from_another_host_and_down(installed: dict[str, Any], test_cluster: Any,
+                                                        tmp_path: Path) -> None:
     inventory = str(installed["inventory"])
     up = pan("deploy", "up", inventory, timeout=300)
     assert up.stdout.count("started") == 4, up.stdout
@@ -78,6 +81,8 @@ def test_up_status_subscribe_from_another_host_and_down(installed: dict[str, Any
 
         logs = pan("deploy", "logs", inventory, "peer1", "-n", "50").stdout
         assert "running" in logs
+        follow_a_log_until_interrupted(inventory)
+        simulate_from_a_host(inventory, workflow, tmp_path)
     finally:
         pids = recorded_pids(installed)
         down = pan("deploy", "down", inventory, timeout=300)
@@ -87,6 +92,39 @@ def test_up_status_subscribe_from_another_host_and_down(installed: dict[str, Any
     for host in test_cluster.hosts:  # only each host's sshd is left in its namespace
         left = [psutil.Process(p).name() for p in netns.pids_in(host.namespace) if psutil.pid_exists(p)]
         assert set(left) <= {"sshd"}, (host.name, left)
+
+
+def follow_a_log_until_interrupted(inventory: str) -> None:
+    """`logs -f` prints the log and then waits for more; SIGINT ends it at once, without a traceback (and the
+    remote tail with it: the test's final check finds no process but sshd on the hosts)."""
+    follower = subprocess.Popen([sys.executable, "-m", "pan", "deploy", "logs", inventory, "repository", "-f",
+                                 "-n", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert follower.stdout is not None
+        first = follower.stdout.readline()  # blocks until the follow has printed a line of the log
+        assert first.strip(), first
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode in (0, 130) and "Traceback" not in err, err
+
+
+def simulate_from_a_host(inventory: str, workflow: dict[str, Any], tmp_path: Path) -> None:
+    """`pan deploy simulate` copies a split folder to h5 and feeds the deployed forwarder from there."""
+    forwarder = next(w for w in workflow["workers"] if "SENSOR13" in w["params"].get("inter_pan_inputs", []))
+    stamps = [10**13 + k * 5 * 10**9 for k in range(SIMULATED)]
+    folder = tmp_path / "split"
+    folder.mkdir()
+    (folder / "SENSOR13.csv").write_text("".join(sensor_row(13, ts, k) + "\n" for k, ts in enumerate(stamps)))
+    done = pan("deploy", "simulate", inventory, "--host", "h5", "--data", str(folder), "--", "--speedup", "0",
+               timeout=300)
+    summary = json.loads(done.stdout[done.stdout.rindex("\n{\n") if "\n{\n" in done.stdout else 0:])
+    stream = summary["streams"]["SENSOR13"]
+    assert stream["sent"] == SIMULATED and stream["lost"] == 0, stream
+    assert stream["receiver"] == f"{forwarder['host']}:{forwarder['params']['ingest_port']}"
 
 
 def test_up_refuses_a_port_in_use_and_starts_nothing(installed: dict[str, Any], test_cluster: Any) -> None:
