@@ -174,7 +174,7 @@ async def measure(args: list[str], config: dict[str, Any], timeout_s: float) -> 
 
 
 async def repetition(state: Any, condition: Condition, data: Path, work: Path, timeout_s: float) -> list[float]:
-    work.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(work.mkdir, parents=True, exist_ok=True)
     config = {"data": str(data), "work": str(work / "client"), "streams": [STREAM], "attach": condition.cluster}
     if not condition.cluster:
         from benchmarks.query_delay import on_free_ports_copy
