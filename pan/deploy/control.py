@@ -152,7 +152,7 @@ async def preflight(inventory: Inventory, all_services: list[Service]) -> list[s
     return [str(e) for e in errors]
 
 
-async def start(conn: Connection, service: Service, secret: bool) -> int:
+async def start(conn: Connection, service: Service, secret: bool, tls: bool = False) -> int:
     host = conn.host
     venv, folder = q(remote_venv(host)), q(host.dir)
     if service.name == REPOSITORY:
@@ -160,6 +160,9 @@ async def start(conn: Connection, service: Service, secret: bool) -> int:
         args = f"repository --host {q(address)} --port {port}"
         if secret:
             args += f" --secret-file {folder}/{SECRET_NAME}"
+        if tls:  # the files `pan deploy install` copied (pan/deploy/install.py)
+            args += (f" --tls-cert {folder}/{TLS_DIR}/{q(address)}.pem --tls-key {folder}/{TLS_DIR}/{q(address)}.key"
+                     f" --tls-ca {folder}/{TLS_DIR}/ca.pem")
     else:
         args = f"peer {folder}/{WORKFLOW_NAME} --name {q(service.name)}"
     log, pid = f"{folder}/logs/{q(service.name)}.log", q(_pid_file(host, service.name))
@@ -203,7 +206,7 @@ async def up(inventory: Inventory, workflow: dict[str, Any], report: Any = print
     async def start_all(conn: Connection, group: list[Service]) -> list[str]:
         lines = []
         for service in group:
-            pid = await start(conn, service, secret)
+            pid = await start(conn, service, secret, "tls" in workflow)
             lines.append(f"{conn.host.name}: started {service.name} (pid {pid})")
         for service in group:
             await wait_healthy(conn, service, remote_ca(conn.host, workflow))

@@ -7,11 +7,14 @@ SSH timeouts), the port test ~4 s: ~90 s in all.
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +185,41 @@ def test_a_bad_inventory_fails_before_anything_starts_with_one_line_per_problem(
     assert done.returncode == 1 and "nothing started" in done.stdout
     assert len([line for line in done.stdout.splitlines() if line.startswith(("h2:", "h3:", "h4:"))]) == 3
     assert not list(tmp_path.glob("*/run/*.pid")) and recorded_pids(installed) == []
+
+
+def test_a_tls_workflow_is_deployed_with_its_certificates_and_serves_only_https(
+        installed: dict[str, Any], test_cluster: Any, tmp_path: Path) -> None:
+    """`pan deploy certs` makes a CA and a certificate per host; install copies them (keys 0600); the peers serve
+    HTTPS that status and a subscriber on h5 verify, and plain HTTP gets no answer. Last in the module: it leaves
+    the TLS workflow installed."""
+    plain = str(installed["inventory"])
+    made = pan("deploy", "certs", plain, "--out", str(tmp_path / "certs"))
+    tls = json.loads(made.stdout)["tls"]
+    workflow = {**json.loads((ROOT / "workflows" / "full_game_3_peers.json").read_text()), "tls": tls}
+    (tmp_path / "tls_workflow.json").write_text(json.dumps(workflow))
+    inventory = str(write_inventory(tmp_path / "tls.json", test_cluster.name, installed["root"] / "hosts",
+                                    tmp_path / "tls_workflow.json"))
+    pan("deploy", "install", inventory)
+    hosts = installed["root"] / "hosts"
+    key = hosts / "h2" / "tls" / f"{test_cluster.host('h2').address}.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert (hosts / "h1" / "tls" / f"{test_cluster.host('h1').address}.pem").is_file()  # the repository's host
+    assert (hosts / "h3" / "tls" / "ca.pem").read_bytes() == Path(tls["ca"]).read_bytes()
+    pan("deploy", "up", inventory, timeout=300)
+    try:
+        status = json.loads(pan("deploy", "status", inventory, "--json").stdout)
+        assert status["errors"] == [] and all(r["alive"] and r["health"] == "ok" for r in status["rows"]), status
+        deployed_tls = deployed(installed)
+        forwarder = next(w for w in deployed_tls["workers"] if "SENSOR4" in w["params"].get("inter_pan_inputs", []))
+        sent = [sensor_row(4, 10**12 + k * 10**9, k) for k in range(ROWS)]
+        with socket.create_connection((forwarder["host"], forwarder["params"]["ingest_port"]), timeout=30) as s:
+            s.sendall("".join(line + "\n" for line in sent).encode())
+        repository = f"{deployed_tls['repository']['host']}:{deployed_tls['repository']['port']}"
+        done = pan("subscribe", "SENSOR4", "--repository", repository, "--ca", tls["ca"], "--count", str(ROWS),
+                   namespace=test_cluster.host("h5").namespace, timeout=120)
+        assert len([line for line in done.stdout.splitlines() if '"i"' in line]) == ROWS
+        with pytest.raises((OSError, http.client.HTTPException)):  # plain HTTP to an HTTPS worker: no answer
+            urllib.request.urlopen(f"http://{forwarder['host']}:{forwarder['port']}/health", timeout=10)
+    finally:
+        down = pan("deploy", "down", inventory, timeout=300)
+    assert down.stdout.count("stopped") == 4, down.stdout
