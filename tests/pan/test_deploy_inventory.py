@@ -110,3 +110,33 @@ def test_tls_files_are_made_per_host_address_and_staged_under_the_deployed_names
     (tmp_path / "certs" / "198.18.9.3.key").unlink()
     with pytest.raises(install.InstallError, match=r"TLS files are missing: .*198\.18\.9\.3\.key"):
         install.bundle(inv, inv.workflow_path, inv.workflow, ROOT, stage)
+
+
+@pytest.mark.parametrize(("argv", "host", "extra"), [
+    (["INV", "--host", "h5", "--data", "split", "--", "--speedup", "0"], "h5", ["--speedup", "0"]),
+    (["--host", "h5", "INV", "--data", "split", "--", "--wtt-master"], "h5", ["--wtt-master"]),
+    (["INV", "--data", "split", "--host", "h2"], "h2", []),
+])
+def test_deploy_simulate_takes_its_options_before_or_after_the_inventory(argv: list[str], host: str,
+                                                                          extra: list[str]) -> None:
+    import argparse
+
+    from pan.commands import deploy
+
+    parser = argparse.ArgumentParser()
+    deploy.register(parser.add_subparsers())
+    args = parser.parse_args(["deploy", "simulate", *argv])
+    assert deploy._split_simulate_options(args) is None
+    assert (args.inventory, args.host, args.data, args.extra) == ("INV", host, Path("split"), extra)
+
+
+def test_deploy_simulate_without_host_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from pan.commands import deploy
+
+    parser = argparse.ArgumentParser()
+    deploy.register(parser.add_subparsers())
+    args = parser.parse_args(["deploy", "simulate", "INV", "--data", "split"])
+    assert deploy.cmd_simulate(args) == 2
+    assert capsys.readouterr().err.strip() == "pan deploy simulate: --host required"
