@@ -6,6 +6,7 @@ and the observing subscriber, `benchmarks/cluster_parts.py` with `benchmarks/que
 Conditions, each repeated ``--reps`` times, interleaved so that a change of load hits all of them alike:
 
 - **one machine**: the same replay with `pan run` on this machine (127.0.0.1), the reference of the ratios;
+  as on the cluster, the workflow is started first and the client attaches to it (`pan replay --attach`'s path);
 - **cluster**: every link a plain veth on the bridge;
 - **cluster +N ms**: the kernel has no netem, so delay comes from `benchmarks/delay_proxy.py`: every service
   binds and publishes 0.0.0.0:PORT, and each host runs a sidecar (`benchmarks/network_parts.py`) with a proxy
@@ -134,7 +135,7 @@ class ClusterRun:
         repo = data["repository"]
         await self._start(self.in_host("h1", sys.executable, "-m", "pan", "repository", "--host", repo["host"],
                                        "--port", str(repo["port"])), ready=False)
-        await self._wait_for_repository(self.addresses["h1"], int(repo["port"]))
+        await wait_for_repository(self.addresses["h1"], int(repo["port"]), self.children[-1])
         for peer, host in PLACES.items():
             await self._start(self.in_host(host, sys.executable, "-m", "pan", "run", str(path), "--peer", peer),
                               ready=False)
@@ -146,21 +147,21 @@ class ClusterRun:
         await child.start()
         return child
 
-    async def _wait_for_repository(self, address: str, port: int) -> None:
-        deadline = time.monotonic() + START_S
-        while time.monotonic() < deadline:
-            try:
-                await asyncio.to_thread(urllib.request.urlopen, f"http://{address}:{port}/health", timeout=2)
-                return
-            except OSError:
-                await asyncio.sleep(0.3)
-        raise RuntimeError(f"the repository on h1 did not answer within {START_S:g} s: "
-                           f"{self.children[-1].stderr_tail()}")
-
     async def stop(self) -> None:
         for child in reversed(self.children):
             await child.stop()
         self.children.clear()
+
+
+async def wait_for_repository(address: str, port: int, starter: common.Child) -> None:
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        try:
+            await asyncio.to_thread(urllib.request.urlopen, f"http://{address}:{port}/health", timeout=2)
+            return
+        except OSError:
+            await asyncio.sleep(0.3)
+    raise RuntimeError(f"the repository on {address} did not answer within {START_S:g} s: {starter.stderr_tail()}")
 
 
 async def measure(args: list[str], config: dict[str, Any], timeout_s: float) -> list[float]:
@@ -175,12 +176,16 @@ async def measure(args: list[str], config: dict[str, Any], timeout_s: float) -> 
 
 async def repetition(state: Any, condition: Condition, data: Path, work: Path, timeout_s: float) -> list[float]:
     await asyncio.to_thread(work.mkdir, parents=True, exist_ok=True)
-    config = {"data": str(data), "work": str(work / "client"), "streams": [STREAM], "attach": condition.cluster}
-    if not condition.cluster:
+    config = {"data": str(data), "work": str(work / "client"), "streams": [STREAM], "attach": True}
+    if not condition.cluster:  # `pan run` started before the client, as on the cluster, then attached to
         from benchmarks.query_delay import on_free_ports_copy
 
-        config["workflow"] = str(on_free_ports_copy(WORKFLOW, work))
-        return await measure([], config, timeout_s)
+        path = on_free_ports_copy(WORKFLOW, work)
+        config["workflow"] = str(path)
+        local = common.Child([sys.executable, "-m", "pan", "run", str(path)], ready=False, grace_s=12)
+        async with local:
+            await wait_for_repository("127.0.0.1", json.loads(path.read_text())["repository"]["port"], local)
+            return await measure([], config, timeout_s)
     from pan.deploy import netns
 
     for host in state.hosts:  # tbf on both ends of every link, or none
