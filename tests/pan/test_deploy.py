@@ -116,13 +116,13 @@ def follow_a_log_until_interrupted(inventory: str) -> None:
 
 
 def simulate_from_a_host(inventory: str, workflow: dict[str, Any], tmp_path: Path) -> None:
-    """`pan deploy simulate` copies a split folder to h5 and feeds the deployed forwarder from there."""
+    """`pan deploy simulate` copies a split folder to h4 (peer3's host) and feeds the deployed forwarder from there."""
     forwarder = next(w for w in workflow["workers"] if "SENSOR13" in w["params"].get("inter_pan_inputs", []))
     stamps = [10**13 + k * 5 * 10**9 for k in range(SIMULATED)]
     folder = tmp_path / "split"
     folder.mkdir()
     (folder / "SENSOR13.csv").write_text("".join(sensor_row(13, ts, k) + "\n" for k, ts in enumerate(stamps)))
-    done = pan("deploy", "simulate", inventory, "--host", "h5", "--data", str(folder), "--", "--speedup", "0",
+    done = pan("deploy", "simulate", inventory, "--host", "h4", "--data", str(folder), "--", "--speedup", "0",
                timeout=300)
     summary = json.loads(done.stdout[done.stdout.rindex("\n{\n") if "\n{\n" in done.stdout else 0:])
     stream = summary["streams"]["SENSOR13"]
