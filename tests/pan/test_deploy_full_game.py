@@ -45,10 +45,10 @@ def six_hosts() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def split_match(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A short generated match (0.3 minutes of play), split per sensor: the replays' input (replayed without the
-    break between the halves, during which the whole-game heat maps would write gigabytes)."""
+    """A short generated match (0.3 minutes of play in one half: the exact generator, so no break between halves,
+    through which the whole-game heat maps would write gigabytes), split per sensor: the replays' input."""
     root = tmp_path_factory.mktemp("match")
-    pan("generate", "--minutes", "0.3", "--seed", "14", "--out", str(root / "game"))
+    pan("generate", "--exact", "--minutes", "0.3", "--seed", "14", "--out", str(root / "game"))
     pan("split", str(root / "game" / "full-game"), "--out", str(root / "split"))
     return root / "split"
 
@@ -88,7 +88,7 @@ def test_full_game_on_four_hosts_replayed_from_a_fifth_records_what_one_machine_
         deployed = hosts_root / "h2" / "workflow.json"
         assert json.loads(deployed.read_text())["repository"]["host"] == six_hosts.host("h1").address
         replay = pan("replay", str(deployed), "--attach", "--data", str(split_match), "--record", str(on_cluster),
-                     "--skip-halftime", namespace=six_hosts.host("h6").namespace, timeout=1200, check=False)
+                     namespace=six_hosts.host("h6").namespace, timeout=1200, check=False)
         assert replay.returncode == 0, (replay.stdout[-2000:], replay.stderr[-3000:])
     finally:
         pids = recorded_pids(hosts_root)
@@ -98,7 +98,7 @@ def test_full_game_on_four_hosts_replayed_from_a_fifth_records_what_one_machine_
 
     alone = tmp_path / "alone"
     pan("replay", str(ROOT / "workflows" / "full_game_6_peers.json"), "--free-ports", "--data", str(split_match),
-        "--record", str(alone), "--skip-halftime", timeout=1200)
+        "--record", str(alone), timeout=1200)
     expected, got = outputs(alone), outputs(on_cluster)
     assert sum(len(data) for data in expected.values()) > 0
     assert got.keys() == expected.keys()
