@@ -1,9 +1,9 @@
 """`pan deploy` of the 3-peer full game onto a namespace cluster over real SSH (tests/support/cluster.py).
 
-Costs (2 cores, load 10-12 from other jobs): the module's install ~40 s (4 venvs made in parallel, offline
-from the wheelhouse), up/status/subscribe/logs -f/simulate/down ~30 s, the bad-inventory test ~21 s (an update
-install of h1, SSH timeouts), the port test ~4 s, the TLS test ~40 s (an update install, up, down): ~140 s in
-all; at load 20 the module took 430 s.
+Costs measured at load ~20 on 2 cores (other jobs): the module's install 104 s (4 venvs made in parallel,
+offline from the wheelhouse), up/status/subscribe/logs -f/simulate/down 111 s, the port test 15 s, the
+bad-inventory test 63 s (an update install of h1, SSH timeouts), the TLS test 136 s (an update install, up,
+HTTPS checks, down): 430 s in all. At load 10-12, before the TLS, logs -f and simulate checks, it was ~90 s.
 """
 
 from __future__ import annotations
