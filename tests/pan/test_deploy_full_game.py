@@ -45,10 +45,10 @@ def six_hosts() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def split_match(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A short generated match (0.3 minutes of play in one half: the exact generator, so no break between halves,
+    """A short generated match (9 s of play in one half: the exact generator, so no break between halves,
     through which the whole-game heat maps would write gigabytes), split per sensor: the replays' input."""
     root = tmp_path_factory.mktemp("match")
-    pan("generate", "--exact", "--minutes", "0.3", "--seed", "14", "--out", str(root / "game"))
+    pan("generate", "--exact", "--minutes", "0.15", "--seed", "14", "--out", str(root / "game"))
     pan("split", str(root / "game" / "full-game"), "--out", str(root / "split"))
     return root / "split"
 
