@@ -205,6 +205,7 @@ async def repetition(state: Any, condition: Condition, data: Path, work: Path, t
 async def run_all(args: argparse.Namespace, state: Any, data: Path, root: Path) -> dict[str, Any]:
     plan = conditions(floats(args.latencies), floats(args.bandwidths))
     per_rep: dict[str, list[dict[str, Any]]] = {c.name: [] for c in plan}
+    header = common.run_header("cluster")  # the machine with its load average at the start
     load = [list(os.getloadavg())]
     timeout_s = args.seconds + 240
     for rep in range(args.reps):
@@ -216,7 +217,7 @@ async def run_all(args: argparse.Namespace, state: Any, data: Path, root: Path) 
                   f"{common.fmt(summary['p50_ms'])} ms (n={summary['count']})", file=sys.stderr, flush=True)
         load.append(list(os.getloadavg()))
     results: dict[str, Any] = {
-        **common.run_header("cluster"),
+        **header,
         "config": {"reps": args.reps, "seconds": args.seconds, "latencies_ms": floats(args.latencies),
                    "bandwidths_mbit": floats(args.bandwidths), "workflow": WORKFLOW.name, "stream": STREAM},
         "conditions": {},
