@@ -229,9 +229,9 @@ async def run_all(args: argparse.Namespace, state: Any, data: Path, root: Path) 
     for condition in plan:
         p50s = [s["p50_ms"] for s in per_rep[condition.name] if s["p50_ms"] is not None]
         p90s = [s["p90_ms"] for s in per_rep[condition.name] if s["p90_ms"] is not None]
-        entry = {"p50_ms_median": round(common.median(p50s), 2) if p50s else None,
+        entry = {"p50_ms_median": round(common.median(p50s), 3) if p50s else None,
                  "p50_ms_min": min(p50s, default=None), "p50_ms_max": max(p50s, default=None),
-                 "p90_ms_median": round(common.median(p90s), 2) if p90s else None,
+                 "p90_ms_median": round(common.median(p90s), 3) if p90s else None,
                  "tuples_median": common.median([s["count"] for s in per_rep[condition.name]]),
                  "reps": per_rep[condition.name]}
         if not condition.cluster:
