@@ -8,9 +8,10 @@
   status` names h3 as down in one line, subscribers that pulled from h3 fail over without losing a tuple, and
   the other hosts keep running.
 
-Costs (2 cores, other jobs running): the cluster ~2 s, a 0.3-minute match generated and split with Spark
-~40 s, the install of five venvs ~60 s; the full-game test ~120 s (up, two replays, down), the failover test
-~60 s (an update install, up, two feeds, status, down): about 5 minutes in all.
+Costs measured at load 15-20 on 2 cores (other sessions' jobs): the cluster and a 9-second match generated
+and split with Spark 65 s; the full-game test 266 s (the install of five venvs, up, the replay on the cluster,
+down, the same replay on one machine); the failover test 85 s (an update install, up, two feeds, status,
+down): 417 s in all (with 0.3 minutes of match it was 1063 s).
 """
 
 from __future__ import annotations
