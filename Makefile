@@ -67,6 +67,7 @@ bench: $(STAMP)
 		--section fanout-bench-200 --write docs/benchmarks.md
 	$(BIN)/pan bench redis --write docs/benchmarks.md
 	$(BIN)/pan bench network --write docs/benchmarks.md
+	$(BIN)/pan bench cluster --write docs/benchmarks.md
 	$(BIN)/pan bench query-delay --write docs/benchmarks.md
 	$(BIN)/pan bench distribution --write docs/benchmarks.md
 	$(BIN)/pan bench replay --per-worker --profile 20 --write docs/benchmarks.md

@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "fanout": "benchmarks.fanout",
     "redis": "benchmarks.redis_bench",
     "network": "benchmarks.network",
+    "cluster": "benchmarks.cluster_bench",
     "query-delay": "benchmarks.query_delay",
     "distribution": "benchmarks.distribution",
     "replay": "benchmarks.replay_bench",

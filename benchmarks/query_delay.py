@@ -98,8 +98,11 @@ def plain_split(game: Path, out: Path, until_ts: int | None = None, since_ts: in
     return out
 
 
-async def receive(workflow_path: Path, data: Path, work: Path) -> dict[str, list[tuple[int, int]]]:
-    """Replay ``data`` in real time into the workflow; (ts, receive ns) of every tuple of STREAMS.
+async def receive(workflow_path: Path, data: Path, work: Path, streams: list[str] = STREAMS, *,
+                  attach: bool = False) -> dict[str, list[tuple[int, int]]]:
+    """Replay ``data`` in real time into the workflow; (ts, receive ns) of every tuple of ``streams``.
+
+    ``attach``: the workflow runs already (`pan bench cluster` starts it on namespace hosts).
 
     The simulator logs every row's send time to ``work/send.csv`` (`SEND_LOG`), which `delays`
     matches; a separate client process (`benchmarks/observer.py`) notes the arrivals.
@@ -117,13 +120,13 @@ async def receive(workflow_path: Path, data: Path, work: Path) -> dict[str, list
     arrivals = work / ARRIVALS
     observer = common.Child(
         [sys.executable, "-m", "benchmarks.observer", "--repository", workflow.repository.address,
-         "--out", str(arrivals), *STREAMS], startup_s=CLIENT_START_S, grace_s=CLIENT_START_S,
+         "--out", str(arrivals), *streams], startup_s=CLIENT_START_S, grace_s=CLIENT_START_S,
     )
     async with observer:
         if observer.ready_line.strip() != b"ready":
             raise RuntimeError(f"observer process did not start (said {observer.ready_line!r})")
-        await replay(workflow_path, workflow, feed, work / "record", only=["BP_wholeGame_B"])
-    return read_arrivals(arrivals, STREAMS)
+        await replay(workflow_path, workflow, feed, work / "record", only=["BP_wholeGame_B"], attach=attach)
+    return read_arrivals(arrivals, streams)
 
 
 async def measure(workflow_path: Path, data: Path, work: Path) -> dict[str, list[float]]:

@@ -196,6 +196,7 @@ async def replay(
     until_ended: bool = False,
     wire: Wire | None = None,
     linger_s: float = RECORD_LINGER_S,
+    attach: bool = False,
 ) -> ReplayResult:
     """Run ``workflow``, record its outputs while ``feed()`` sends the input, stop when done.
 
@@ -207,21 +208,14 @@ async def replay(
     the recording stops once nothing moved for ``quiet_s``.
     ``wire``: the page format of the whole replay, set as ``PAN_WIRE`` for `pan run` and its peers too
     (default: this process's own ``PAN_WIRE``, which they inherit). ``linger_s``: `RECORD_LINGER_S`.
+    ``attach``: the workflow runs already (e.g. on many hosts, `pan deploy up`): start no peers, only wait for
+    its producers, feed and record (``wire`` then sets only the recorder's format).
     """
     streams = output_streams(workflow)
     if only is not None:
         streams = [s for s in streams if s in only]
     started = time.monotonic()
-    # The workflow dies with us, even if we are SIGKILLed (see pan/lifeline.py).
-    lifeline = Lifeline()
-    try:
-        env = None if wire is None else {**os.environ, WIRE_ENV: wire}
-        run = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pan", "run", str(workflow_path), **lifeline.spawn_options(env)
-        )
-    except BaseException:
-        lifeline.close()
-        raise
+    run, lifeline = (None, None) if attach else await _start_workflow(workflow_path, wire)
     recorder = Recorder(workflow, streams, record_dir, wire=wire, linger_s=linger_s)
     watching: asyncio.Task[None] | None = None
     try:
@@ -241,19 +235,38 @@ async def replay(
             with contextlib.suppress(asyncio.CancelledError):
                 await watching
         await recorder.stop()
-        if run.returncode is None:
-            run.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(30):
-                await run.wait()
-        except TimeoutError:
-            run.kill()
-            await run.wait()
-        finally:
-            lifeline.close()
+        if run is not None and lifeline is not None:
+            await _stop_workflow(run, lifeline)
     missed = {s: sub.stats.missed for s, sub in recorder.subscribers.items() if sub.stats.missed}
     return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, feed_s, missed, recorder.wire,
                         recorded_s)
+
+
+async def _start_workflow(workflow_path: Path, wire: Wire | None) -> tuple[asyncio.subprocess.Process, Lifeline]:
+    """`pan run` of the workflow; it dies with us, even if we are SIGKILLed (see pan/lifeline.py)."""
+    lifeline = Lifeline()
+    try:
+        env = None if wire is None else {**os.environ, WIRE_ENV: wire}
+        run = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "pan", "run", str(workflow_path), **lifeline.spawn_options(env)
+        )
+    except BaseException:
+        lifeline.close()
+        raise
+    return run, lifeline
+
+
+async def _stop_workflow(run: asyncio.subprocess.Process, lifeline: Lifeline) -> None:
+    if run.returncode is None:
+        run.send_signal(signal.SIGTERM)
+    try:
+        async with asyncio.timeout(30):
+            await run.wait()
+    except TimeoutError:
+        run.kill()
+        await run.wait()
+    finally:
+        lifeline.close()
 
 
 async def _wait_until_quiet(recorder: Recorder, quiet_s: float, until_ended: bool) -> None:

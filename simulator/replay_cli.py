@@ -52,6 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "loses what its buffers overwrite, reported in 'missed' (exit 1). By default the replay loses "
                    "nothing: the workflow runs with delivery 'lossless' (OUTDIR/workflow.json) and the feed waits "
                    "while it is behind (simulator/backpressure.py)")
+    p.add_argument("--attach", action="store_true",
+                   help="the workflow runs already (e.g. `pan deploy up`): start no peers, only feed and record; "
+                   "its own delivery setting stands (give it \"delivery\": \"lossless\" to lose nothing)")
     p.set_defaults(handler=run)
 
 
@@ -73,9 +76,13 @@ def prepared_workflow(path: Path, out_dir: Path, *, free_ports: bool, lossless: 
 
 def run(args: argparse.Namespace) -> int:
     die_with_launcher()  # started by a benchmark or a script: stop when it is gone
+    if args.attach and args.free_ports:
+        print("pan replay: --attach and --free-ports exclude each other (an attached workflow keeps its ports)",
+              file=sys.stderr)
+        return 2
     try:
         workflow_path = prepared_workflow(Path(args.workflow), args.record, free_ports=args.free_ports,
-                                          lossless=not args.strict_pace)
+                                          lossless=not (args.strict_pace or args.attach))
         workflow = load_workflow(workflow_path)
         impair = ImpairProfile.load(args.impair) if args.impair else None
         Trust.of(workflow)  # a closed workflow's secret and CA must load before anything starts
@@ -104,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = eventloop.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
-                                   until_ended=True, wire=args.wire))
+                                   until_ended=True, wire=args.wire, attach=args.attach))
     except (SimulateError, RuntimeError) as exc:
         print(f"pan replay: {exc}", file=sys.stderr)
         return 1

@@ -27,6 +27,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     s = step("install", "build the wheel, copy it with the workflow to every host, make the venvs", cmd_install)
     s.add_argument("--project", type=Path, help="the project's folder to build the wheel from (default: this one)")
+    s = step("certs", "a private CA and a TLS certificate per host address, for the workflow's tls (needs pan[tls])",
+             cmd_certs)
+    s.add_argument("--out", required=True, type=Path, help="folder for ca.pem, ADDRESS.pem and ADDRESS.key")
+    s.add_argument("--days", type=int, default=30)
     step("up", "start every peer and the repository, detached; all or nothing", cmd_up)
     s = step("status", "host, process, alive, /health, streams published", cmd_status)
     s.add_argument("--json", action="store_true", help="one JSON object instead of a table")
@@ -37,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     step("down", "stop everything up started, and check nothing is left", cmd_down)
     s = step("simulate", "copy a split folder to a host and run `pan simulate` there (extra args after --)",
              cmd_simulate)
-    s.add_argument("--host", required=True, help="the inventory host to run on")
-    s.add_argument("--data", required=True, type=Path, help="folder written by `pan split`")
+    s.add_argument("--host", help="the inventory host to run on (required)")
+    s.add_argument("--data", type=Path, help="folder written by `pan split` (required)")
     s.add_argument("extra", nargs=argparse.REMAINDER, help="more `pan simulate` options, after --")
 
     p = subparsers.add_parser("cluster", help="a test cluster on this machine: namespaces with sshd (root)")
@@ -101,6 +105,22 @@ def cmd_install(args: argparse.Namespace) -> int:
     return _fail("install", [str(e) for e in errors], 1) if errors else 0
 
 
+def cmd_certs(args: argparse.Namespace) -> int:
+    from pan.deploy import install
+
+    inventory = _inventory(args)
+    if inventory is None:
+        return 2
+    if args.days < 1:
+        return _fail("certs", ["--days must be >= 1"])
+    try:
+        tls = install.make_certs(inventory, args.out, args.days)
+    except (install.InstallError, OSError) as exc:
+        return _fail("certs", [str(exc)], 1)
+    print(json.dumps({"tls": tls}, indent=1))
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from pan.deploy import control
 
@@ -159,6 +179,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from pan.deploy import control
     from pan.deploy.ssh import HostError
 
+    problem = _split_simulate_options(args)
+    if problem:
+        return _fail("simulate", [problem])
     inventory = _inventory(args)
     if inventory is None:
         return 2
@@ -166,11 +189,31 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return _fail("simulate", [f"no host {args.host!r}; known: {', '.join(inventory.hosts)}"])
     if not args.data.is_dir():
         return _fail("simulate", [f"--data {args.data} is not a folder"])
-    extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
     try:
-        return _run(control.simulate(inventory, args.host, args.data, extra))
+        return _run(control.simulate(inventory, args.host, args.data, args.extra))
     except HostError as exc:
         return _fail("simulate", [str(exc)], 1)
+
+
+def _split_simulate_options(args: argparse.Namespace) -> str | None:
+    """`--host`, `--data` and `--workflow` given after INVENTORY land in the REMAINDER (argparse matches it
+    right after the positional): take them out of it; what follows `--` (and anything else) goes to `pan
+    simulate`. A problem, as one line, or None."""
+    extra, tail = list(args.extra), []
+    if "--" in extra:
+        cut = extra.index("--")
+        extra, tail = extra[:cut], extra[cut + 1:]
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--host")
+    own.add_argument("--data", type=Path)
+    own.add_argument("--workflow")
+    found, rest = own.parse_known_args(extra)
+    for name in ("host", "data", "workflow"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(found, name))
+    args.extra = rest + tail
+    missing = [f"--{name}" for name in ("host", "data") if getattr(args, name) is None]
+    return f"{' and '.join(missing)} required" if missing else None
 
 
 def cmd_cluster_up(args: argparse.Namespace) -> int:

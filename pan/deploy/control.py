@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from pan.deploy.install import SECRET_NAME, WORKFLOW_NAME, remote_venv
+from pan.deploy.install import SECRET_NAME, TLS_DIR, WORKFLOW_NAME, remote_venv
 from pan.deploy.inventory import HostSpec, Inventory
 from pan.deploy.ssh import Connection, HostError, connect, on_hosts, q
 
@@ -26,12 +26,14 @@ STOP_GRACE_S = 15.0
 #: Run on a host with its venv's Python: which of the given (address, port) are taken, which answer /health,
 #: and which streams the repository lists per publisher. Argument: a JSON object.
 PROBE = r"""
-import json, socket, sys, time, urllib.request
+import json, socket, ssl, sys, time, urllib.request
 job = json.loads(sys.argv[1])
 out = {"taken": [], "health": {}, "published": {}, "repository": None}
+context = ssl.create_default_context(cafile=job["ca"]) if job.get("ca") else None
+scheme = "https" if context else "http"
 def get(url, token):
     request = urllib.request.Request(url, headers={"Authorization": "Bearer " + token} if token else {})
-    with urllib.request.urlopen(request, timeout=3) as r:
+    with urllib.request.urlopen(request, timeout=3, context=context) as r:
         return json.loads(r.read())
 for address, port in job.get("free", []):
     s = socket.socket()
@@ -44,7 +46,7 @@ for address, port in job.get("free", []):
         s.close()
 for address, port in job.get("health", []):
     try:
-        out["health"]["%s:%d" % (address, port)] = get("http://%s:%d/health" % (address, port), None)["status"]
+        out["health"]["%s:%d" % (address, port)] = get("%s://%s:%d/health" % (scheme, address, port), None)["status"]
     except Exception as exc:
         out["health"]["%s:%d" % (address, port)] = type(exc).__name__
 repo = job.get("repository")
@@ -53,7 +55,7 @@ if repo:
     try:
         after, count = None, {}
         while True:
-            page = get("http://%s/streams" % repo + ("" if after is None else "?after=" + after), token)
+            page = get("%s://%s/streams" % (scheme, repo) + ("" if after is None else "?after=" + after), token)
             for name, pubs in page["streams"].items():
                 for p in pubs:
                     key = "%s:%d" % (p["host"], p["port"])
@@ -105,6 +107,11 @@ def _pid_file(host: HostSpec, name: str) -> str:
     return f"{host.dir}/run/{name}.pid"
 
 
+def remote_ca(host: HostSpec, workflow: dict[str, Any]) -> str | None:
+    """The CA the host's probe trusts (HTTPS) if the workflow has ``tls``, else None (HTTP)."""
+    return f"{host.dir}/{TLS_DIR}/ca.pem" if "tls" in workflow else None
+
+
 async def probe(conn: Connection, job: dict[str, Any]) -> dict[str, Any]:
     python = f"{q(remote_venv(conn.host))}/bin/python"
     done = await conn.run(f"{python} - {q(json.dumps(job))}", input=PROBE, timeout_s=60)
@@ -145,7 +152,7 @@ async def preflight(inventory: Inventory, all_services: list[Service]) -> list[s
     return [str(e) for e in errors]
 
 
-async def start(conn: Connection, service: Service, secret: bool) -> int:
+async def start(conn: Connection, service: Service, secret: bool, tls: bool = False) -> int:
     host = conn.host
     venv, folder = q(remote_venv(host)), q(host.dir)
     if service.name == REPOSITORY:
@@ -153,6 +160,9 @@ async def start(conn: Connection, service: Service, secret: bool) -> int:
         args = f"repository --host {q(address)} --port {port}"
         if secret:
             args += f" --secret-file {folder}/{SECRET_NAME}"
+        if tls:  # the files `pan deploy install` copied (pan/deploy/install.py)
+            args += (f" --tls-cert {folder}/{TLS_DIR}/{q(address)}.pem --tls-key {folder}/{TLS_DIR}/{q(address)}.key"
+                     f" --tls-ca {folder}/{TLS_DIR}/ca.pem")
     else:
         args = f"peer {folder}/{WORKFLOW_NAME} --name {q(service.name)}"
     log, pid = f"{folder}/logs/{q(service.name)}.log", q(_pid_file(host, service.name))
@@ -163,7 +173,8 @@ async def start(conn: Connection, service: Service, secret: bool) -> int:
     return int(out.stdout.strip())
 
 
-async def wait_healthy(conn: Connection, service: Service, timeout_s: float = START_TIMEOUT_S) -> None:
+async def wait_healthy(conn: Connection, service: Service, ca: str | None,
+                       timeout_s: float = START_TIMEOUT_S) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
@@ -171,7 +182,7 @@ async def wait_healthy(conn: Connection, service: Service, timeout_s: float = ST
             tail = await conn.run(f"tail -n 3 {q(conn.host.dir)}/logs/{q(service.name)}.log", check=False)
             last = tail.stdout.strip().splitlines()[-1:] or ["no output"]
             raise HostError(conn.host.name, f"{service.name} exited at start-up: {last[0]}")
-        health = (await probe(conn, {"health": service.health}))["health"]
+        health = (await probe(conn, {"health": service.health, "ca": ca}))["health"]
         if all(v == "ok" for v in health.values()):
             return
         if loop.time() > deadline:
@@ -195,10 +206,10 @@ async def up(inventory: Inventory, workflow: dict[str, Any], report: Any = print
     async def start_all(conn: Connection, group: list[Service]) -> list[str]:
         lines = []
         for service in group:
-            pid = await start(conn, service, secret)
+            pid = await start(conn, service, secret, "tls" in workflow)
             lines.append(f"{conn.host.name}: started {service.name} (pid {pid})")
         for service in group:
-            await wait_healthy(conn, service)
+            await wait_healthy(conn, service, remote_ca(conn.host, workflow))
         return lines
 
     started, errors = await on_hosts([repository.host], lambda c: start_all(c, [repository]))
@@ -263,7 +274,8 @@ async def status(inventory: Inventory, workflow: dict[str, Any]) -> tuple[list[d
                 await conn.run(f"cd {q(repo.host.dir)} && {q(remote_venv(repo.host))}/bin/pan token "
                                f"{WORKFLOW_NAME} > {q(token_file)}.tmp && chmod 600 {q(token_file)}.tmp && "
                                f"mv {q(token_file)}.tmp {q(token_file)}")
-            answer = await probe(conn, {"repository": hostport(repo.binds[0]), "token_file": token_file})
+            answer = await probe(conn, {"repository": hostport(repo.binds[0]), "token_file": token_file,
+                                        "ca": remote_ca(repo.host, workflow)})
             published, repo_state = answer["published"], answer["repository"]
         finally:
             await conn.close()
@@ -273,7 +285,8 @@ async def status(inventory: Inventory, workflow: dict[str, Any]) -> tuple[list[d
     async def host_rows(conn: Connection) -> list[dict[str, Any]]:
         recorded = await running(conn)
         mine = [s for s in all_services if s.host is conn.host]
-        health = (await probe(conn, {"health": [h for s in mine for h in s.health]}))["health"]
+        health = (await probe(conn, {"health": [h for s in mine for h in s.health],
+                                     "ca": remote_ca(conn.host, workflow)}))["health"]
         rows = []
         for s in mine:
             checks = [health.get(hostport(hp), "?") for hp in s.health]
@@ -285,22 +298,30 @@ async def status(inventory: Inventory, workflow: dict[str, Any]) -> tuple[list[d
         return rows
 
     results, errors = await on_hosts(inventory.hosts.values(), host_rows)
+    down = {e.host for e in errors}
+    for name in down:  # a host that does not answer: its processes' state is unknown, shown as such
+        results[name] = [{"host": name, "process": s.name, "pid": None, "alive": None, "health": "host down",
+                          "streams": None} for s in all_services if s.host.name == name]
     rows = [row for name in inventory.hosts for row in results.get(name, [])]
-    return rows, [str(e) for e in errors]
+    return rows, [f"{e.host}: host down: {e.message}" for e in errors]
 
 
 async def logs(inventory: Inventory, name: str, follow: bool, lines: int = 200) -> int:
     host = inventory.repository_host if name == REPOSITORY else inventory.host_of(name)
     conn = await connect(host)
     try:
-        command = f"tail -n {lines} {'-f ' if follow else ''}{q(host.dir)}/logs/{q(name)}.log"
+        log = f"{q(host.dir)}/logs/{q(name)}.log"
         if not follow:
-            done = await conn.run(command, check=False)
+            done = await conn.run(f"tail -n {lines} {log}", check=False)
             sys.stdout.write(done.stdout)
             if done.exit_status != 0:
                 print(f"{host.name}: {done.stderr.strip()}", file=sys.stderr)
             return done.exit_status
-        process = await conn.conn.create_process(command)
+        if (await conn.run(f"[ -f {log} ]", check=False)).exit_status != 0:
+            print(f"{host.name}: no log {host.dir}/logs/{name}.log (not started yet?)", file=sys.stderr)
+            return 1
+        # The remote tail ends when we go (our end of the channel closes its stdin), not at its next line.
+        process = await conn.conn.create_process(f"tail -n {lines} -f {log} & t=$!; read _; kill $t")
         async for line in process.stdout:
             sys.stdout.write(line)
             sys.stdout.flush()

@@ -27,6 +27,7 @@ from pan.deploy.ssh import Connection, HostError, q
 CACHE = Path(os.environ.get("PAN_DEPLOY_CACHE", Path.home() / ".cache" / "pan-deploy"))
 WORKFLOW_NAME = "workflow.json"
 SECRET_NAME = "pan.secret"
+TLS_DIR = "tls"  # on every host: the CA, and that host's own certificate and key (mode 0600)
 BUILD_TIMEOUT_S = 600
 
 
@@ -43,6 +44,15 @@ class Bundle:
     workflow: Path
     secret: Path | None
     files: list[Path]
+    tls: TlsBundle | None = None
+
+
+@dataclass
+class TlsBundle:
+    """The workflow's CA, and per host address the certificate and key its servers present."""
+
+    ca: Path
+    certs: dict[str, tuple[Path, Path]]
 
 
 def requirements(name: str = "pan") -> dict[str, str]:
@@ -124,9 +134,54 @@ def bundle(inventory: Inventory, workflow_path: Path, workflow: dict[str, Any], 
     secret = _stage_secret(workflow_path, workflow.get("auth"), stage)
     if secret is not None:
         deployed["auth"] = {"secret_file": SECRET_NAME}
+    tls = tls_files(inventory, workflow_path, workflow.get("tls"), stage)
+    if tls is not None:
+        deployed["tls"] = {"ca": f"{TLS_DIR}/ca.pem", "cert": f"{TLS_DIR}/{{host}}.pem",
+                           "key": f"{TLS_DIR}/{{host}}.key"}
     target = stage / WORKFLOW_NAME
     target.write_text(json.dumps(deployed, indent=1))
-    return Bundle(build_wheel(project), wheelhouse(), target, secret, inventory.files)
+    return Bundle(build_wheel(project), wheelhouse(), target, secret, inventory.files, tls)
+
+
+def tls_files(inventory: Inventory, workflow_path: Path, raw: object, stage: Path) -> TlsBundle | None:
+    """The workflow's ``tls`` files for every host of the inventory that serves something (by address, as the
+    deployed workflow names its servers), staged under the names the deployed workflow gives them (keys 0600);
+    None without ``tls``."""
+    if not isinstance(raw, dict):
+        return None
+    from pan.tls import TlsFiles
+
+    files = TlsFiles(Path(str(raw["ca"])), str(raw["cert"]), str(raw["key"])).resolved(workflow_path.resolve().parent)
+    certs = {h.address: files.cert_for(h.address) for h in inventory.hosts.values() if h.peers or h.repository}
+    missing = [str(f) for f in [files.ca, *(f for pair in certs.values() for f in pair)] if not f.is_file()]
+    if missing:
+        raise InstallError(f"the workflow's TLS files are missing: {', '.join(missing)} (`pan deploy certs "
+                           "INVENTORY --out DIR` makes them)")
+    folder = stage / TLS_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    staged = {}
+    for address, (cert, key) in certs.items():
+        staged[address] = (_stage_copy(cert, folder / f"{address}.pem"), _stage_copy(key, folder / f"{address}.key",
+                                                                                    0o600))
+    return TlsBundle(_stage_copy(files.ca, folder / "ca.pem"), staged)
+
+
+def _stage_copy(source: Path, target: Path, mode: int = 0o644) -> Path:
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as out:
+        out.write(source.read_bytes())
+    return target
+
+
+def make_certs(inventory: Inventory, out: Path, days: int = 30) -> dict[str, str]:
+    """A private CA and a certificate per host address of the inventory (pan/tls.py): the workflow's ``tls``."""
+    from pan.tls import TlsError, make_certificates
+
+    try:
+        files = make_certificates(out, sorted({h.address for h in inventory.hosts.values()}), days=days)
+    except TlsError as exc:
+        raise InstallError(str(exc)) from None
+    return {"ca": str(files.ca), "cert": files.cert, "key": files.key}
 
 
 def _stage_secret(workflow_path: Path, auth: object, stage: Path) -> Path | None:
@@ -190,6 +245,8 @@ async def install_host(conn: Connection, b: Bundle) -> str:
     await conn.put([b.workflow, *b.files], host.dir)
     if b.secret is not None:
         await conn.put([b.secret], host.dir, mode=0o600)
+    if b.tls is not None:
+        await _put_tls(conn, b.tls)
     venv = remote_venv(host)
     pip = f"{q(venv)}/bin/python -m pip install --quiet --disable-pip-version-check --no-index " \
           f"--find-links {q(host.dir)}/wheels"
@@ -198,6 +255,17 @@ async def install_host(conn: Connection, b: Bundle) -> str:
     await conn.run(f"{pip} {wheel} && {pip} --no-deps --force-reinstall {wheel}", timeout_s=600)
     return f"{host.name}: installed in {host.dir} ({', '.join(host.peers) or 'no peers'}" \
            f"{', repository' if host.repository else ''})"
+
+
+async def _put_tls(conn: Connection, tls: TlsBundle) -> None:
+    """The CA on every host; a host's own certificate and key (0600) where it serves something."""
+    folder = f"{conn.host.dir}/{TLS_DIR}"
+    await conn.run(f"mkdir -p {q(folder)} && chmod 700 {q(folder)}")
+    await conn.put([tls.ca], folder)
+    if conn.host.address in tls.certs:
+        cert, key = tls.certs[conn.host.address]
+        await conn.put([cert], folder)
+        await conn.put([key], folder, mode=0o600)
 
 
 def stage_dir() -> tempfile.TemporaryDirectory[str]:

@@ -37,8 +37,8 @@ POINT_KEYS = {"clients", "delivered_per_s", "p50_ms", "p99_ms", "client_p99_wors
 def test_bench_group_lists_its_benchmarks() -> None:
     out = subprocess.run([sys.executable, "-m", "pan", "bench", "--help"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
-    for name in ("fanout", "redis", "network", "query-delay", "distribution", "replay", "chaos", "ordering-modes",
-                 "policies", "runtime", "ordering", "ball", "simulation", "simulate"):
+    for name in ("fanout", "redis", "network", "cluster", "query-delay", "distribution", "replay", "chaos",
+                 "ordering-modes", "policies", "runtime", "ordering", "ball", "simulation", "simulate"):
         assert name in out
 
 
@@ -62,8 +62,8 @@ def test_make_bench_runs_every_benchmark() -> None:
 
 def test_no_benchmark_is_a_script_of_its_own() -> None:
     """Every benchmark runs through `pan bench`; `python -m benchmarks.X` is left to the benchmarks' own children."""
-    children = {"chaos_parts", "delay_proxy", "fanout_parts", "ingest_parts", "network_parts", "observer",
-                "runtime_worker"}
+    children = {"chaos_parts", "cluster_parts", "delay_proxy", "fanout_parts", "ingest_parts", "network_parts",
+                "observer", "runtime_worker"}
     scripts = {path.stem for path in (ROOT / "benchmarks").glob("*.py") if "if __name__ == " in path.read_text()}
     assert scripts == children
 

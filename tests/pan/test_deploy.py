@@ -1,16 +1,21 @@
 """`pan deploy` of the 3-peer full game onto a namespace cluster over real SSH (tests/support/cluster.py).
 
-Costs (2 cores, load 10-12 from other jobs): the module's install ~40 s (4 venvs made in parallel, offline
-from the wheelhouse), up/status/subscribe/down ~23 s, the bad-inventory test ~21 s (an update install of h1,
-SSH timeouts), the port test ~4 s: ~90 s in all.
+Costs measured at load ~20 on 2 cores (other jobs): the module's install 104 s (4 venvs made in parallel,
+offline from the wheelhouse), up/status/subscribe/logs -f/simulate/down 111 s, the port test 15 s, the
+bad-inventory test 63 s (an update install of h1, SSH timeouts), the TLS test 136 s (an update install, up,
+HTTPS checks, down): 430 s in all. At load 10-12, before the TLS, logs -f and simulate checks, it was ~90 s.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import signal
 import socket
+import stat
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,7 @@ from tests.support.cluster import pan, write_inventory
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROWS = 200
+SIMULATED = 50
 
 
 def deployed(installed: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +54,8 @@ def test_install_puts_the_workflow_on_every_host_with_its_hosts_addresses(instal
         assert (installed["root"] / "hosts" / name / "venv" / "bin" / "pan").exists()
 
 
-def test_up_status_subscribe_from_another_host_and_down(installed: dict[str, Any], test_cluster: Any) -> None:
+def test_up_status_subscribe_from_another_host_and_down(installed: dict[str, Any], test_cluster: Any,
+                                                        tmp_path: Path) -> None:
     inventory = str(installed["inventory"])
     up = pan("deploy", "up", inventory, timeout=300)
     assert up.stdout.count("started") == 4, up.stdout
@@ -78,6 +85,8 @@ def test_up_status_subscribe_from_another_host_and_down(installed: dict[str, Any
 
         logs = pan("deploy", "logs", inventory, "peer1", "-n", "50").stdout
         assert "running" in logs
+        follow_a_log_until_interrupted(inventory)
+        simulate_from_a_host(inventory, workflow, tmp_path)
     finally:
         pids = recorded_pids(installed)
         down = pan("deploy", "down", inventory, timeout=300)
@@ -87,6 +96,39 @@ def test_up_status_subscribe_from_another_host_and_down(installed: dict[str, Any
     for host in test_cluster.hosts:  # only each host's sshd is left in its namespace
         left = [psutil.Process(p).name() for p in netns.pids_in(host.namespace) if psutil.pid_exists(p)]
         assert set(left) <= {"sshd"}, (host.name, left)
+
+
+def follow_a_log_until_interrupted(inventory: str) -> None:
+    """`logs -f` prints the log and then waits for more; SIGINT ends it at once, without a traceback (and the
+    remote tail with it: the test's final check finds no process but sshd on the hosts)."""
+    follower = subprocess.Popen([sys.executable, "-m", "pan", "deploy", "logs", inventory, "repository", "-f",
+                                 "-n", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert follower.stdout is not None
+        first = follower.stdout.readline()  # blocks until the follow has printed a line of the log
+        assert first.strip(), first
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode in (0, 130) and "Traceback" not in err, err
+
+
+def simulate_from_a_host(inventory: str, workflow: dict[str, Any], tmp_path: Path) -> None:
+    """`pan deploy simulate` copies a split folder to h4 (peer3's host) and feeds the deployed forwarder from there."""
+    forwarder = next(w for w in workflow["workers"] if "SENSOR13" in w["params"].get("inter_pan_inputs", []))
+    stamps = [10**13 + k * 5 * 10**9 for k in range(SIMULATED)]
+    folder = tmp_path / "split"
+    folder.mkdir()
+    (folder / "SENSOR13.csv").write_text("".join(sensor_row(13, ts, k) + "\n" for k, ts in enumerate(stamps)))
+    done = pan("deploy", "simulate", inventory, "--host", "h4", "--data", str(folder), "--", "--speedup", "0",
+               timeout=300)
+    summary = json.loads(done.stdout[done.stdout.rindex("\n{\n") if "\n{\n" in done.stdout else 0:])
+    stream = summary["streams"]["SENSOR13"]
+    assert stream["sent"] == SIMULATED and stream["lost"] == 0, stream
+    assert stream["receiver"] == f"{forwarder['host']}:{forwarder['params']['ingest_port']}"
 
 
 def test_up_refuses_a_port_in_use_and_starts_nothing(installed: dict[str, Any], test_cluster: Any) -> None:
@@ -144,3 +186,41 @@ def test_a_bad_inventory_fails_before_anything_starts_with_one_line_per_problem(
     assert done.returncode == 1 and "nothing started" in done.stdout
     assert len([line for line in done.stdout.splitlines() if line.startswith(("h2:", "h3:", "h4:"))]) == 3
     assert not list(tmp_path.glob("*/run/*.pid")) and recorded_pids(installed) == []
+
+
+def test_a_tls_workflow_is_deployed_with_its_certificates_and_serves_only_https(
+        installed: dict[str, Any], test_cluster: Any, tmp_path: Path) -> None:
+    """`pan deploy certs` makes a CA and a certificate per host; install copies them (keys 0600); the peers serve
+    HTTPS that status and a subscriber on h5 verify, and plain HTTP gets no answer. Last in the module: it leaves
+    the TLS workflow installed."""
+    plain = str(installed["inventory"])
+    made = pan("deploy", "certs", plain, "--out", str(tmp_path / "certs"))
+    tls = json.loads(made.stdout)["tls"]
+    workflow = {**json.loads((ROOT / "workflows" / "full_game_3_peers.json").read_text()), "tls": tls}
+    (tmp_path / "tls_workflow.json").write_text(json.dumps(workflow))
+    inventory = str(write_inventory(tmp_path / "tls.json", test_cluster.name, installed["root"] / "hosts",
+                                    tmp_path / "tls_workflow.json"))
+    pan("deploy", "install", inventory)
+    hosts = installed["root"] / "hosts"
+    key = hosts / "h2" / "tls" / f"{test_cluster.host('h2').address}.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert (hosts / "h1" / "tls" / f"{test_cluster.host('h1').address}.pem").is_file()  # the repository's host
+    assert (hosts / "h3" / "tls" / "ca.pem").read_bytes() == Path(tls["ca"]).read_bytes()
+    pan("deploy", "up", inventory, timeout=300)
+    try:
+        status = json.loads(pan("deploy", "status", inventory, "--json").stdout)
+        assert status["errors"] == [] and all(r["alive"] and r["health"] == "ok" for r in status["rows"]), status
+        deployed_tls = deployed(installed)
+        forwarder = next(w for w in deployed_tls["workers"] if "SENSOR4" in w["params"].get("inter_pan_inputs", []))
+        sent = [sensor_row(4, 10**12 + k * 10**9, k) for k in range(ROWS)]
+        with socket.create_connection((forwarder["host"], forwarder["params"]["ingest_port"]), timeout=30) as s:
+            s.sendall("".join(line + "\n" for line in sent).encode())
+        repository = f"{deployed_tls['repository']['host']}:{deployed_tls['repository']['port']}"
+        done = pan("subscribe", "SENSOR4", "--repository", repository, "--ca", tls["ca"], "--count", str(ROWS),
+                   namespace=test_cluster.host("h5").namespace, timeout=120)
+        assert len([line for line in done.stdout.splitlines() if '"i"' in line]) == ROWS
+        with pytest.raises((OSError, http.client.HTTPException)):  # plain HTTP to an HTTPS worker: no answer
+            urllib.request.urlopen(f"http://{forwarder['host']}:{forwarder['port']}/health", timeout=10)
+    finally:
+        down = pan("deploy", "down", inventory, timeout=300)
+    assert down.stdout.count("stopped") == 4, down.stdout

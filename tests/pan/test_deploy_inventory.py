@@ -83,3 +83,60 @@ def test_the_wheelhouse_needs_every_runtime_requirement_and_no_extra() -> None:
     needed = install.requirements()
     assert {"aiohttp", "orjson", "numpy"} <= set(needed)
     assert "pyspark" not in needed and "pytest" not in needed
+
+
+def test_tls_files_are_made_per_host_address_and_staged_under_the_deployed_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("cryptography", reason="making certificates needs the tls extra")
+    inv = load_inventory(inventory(tmp_path))
+    tls = install.make_certs(inv, tmp_path / "certs")
+    workflow = {**json.loads(WORKFLOW.read_text()), "tls": tls}
+    (tmp_path / "wf.json").write_text(json.dumps(workflow))
+    inv = load_inventory(inventory(tmp_path, workflow="wf.json"))
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    monkeypatch.setattr(install, "build_wheel", lambda project: tmp_path / "pan.whl")
+    monkeypatch.setattr(install, "wheelhouse", lambda: [])
+    bundle = install.bundle(inv, inv.workflow_path, inv.workflow, ROOT, stage)
+    assert bundle.tls is not None
+    assert bundle.tls.ca.read_bytes() == (tmp_path / "certs" / "ca.pem").read_bytes()
+    assert sorted(bundle.tls.certs) == ["198.18.9.2", "198.18.9.3"]
+    for address, (cert, key) in bundle.tls.certs.items():
+        assert cert.read_bytes() == (tmp_path / "certs" / f"{address}.pem").read_bytes()
+        assert key.name == f"{address}.key" and stat.S_IMODE(key.stat().st_mode) == 0o600
+    deployed = json.loads(bundle.workflow.read_text())["tls"]
+    assert deployed == {"ca": "tls/ca.pem", "cert": "tls/{host}.pem", "key": "tls/{host}.key"}
+
+    (tmp_path / "certs" / "198.18.9.3.key").unlink()
+    with pytest.raises(install.InstallError, match=r"TLS files are missing: .*198\.18\.9\.3\.key"):
+        install.bundle(inv, inv.workflow_path, inv.workflow, ROOT, stage)
+
+
+@pytest.mark.parametrize(("argv", "host", "extra"), [
+    (["INV", "--host", "h5", "--data", "split", "--", "--speedup", "0"], "h5", ["--speedup", "0"]),
+    (["--host", "h5", "INV", "--data", "split", "--", "--wtt-master"], "h5", ["--wtt-master"]),
+    (["INV", "--data", "split", "--host", "h2"], "h2", []),
+])
+def test_deploy_simulate_takes_its_options_before_or_after_the_inventory(argv: list[str], host: str,
+                                                                          extra: list[str]) -> None:
+    import argparse
+
+    from pan.commands import deploy
+
+    parser = argparse.ArgumentParser()
+    deploy.register(parser.add_subparsers())
+    args = parser.parse_args(["deploy", "simulate", *argv])
+    assert deploy._split_simulate_options(args) is None
+    assert (args.inventory, args.host, args.data, args.extra) == ("INV", host, Path("split"), extra)
+
+
+def test_deploy_simulate_without_host_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from pan.commands import deploy
+
+    parser = argparse.ArgumentParser()
+    deploy.register(parser.add_subparsers())
+    args = parser.parse_args(["deploy", "simulate", "INV", "--data", "split"])
+    assert deploy.cmd_simulate(args) == 2
+    assert capsys.readouterr().err.strip() == "pan deploy simulate: --host required"
