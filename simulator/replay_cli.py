@@ -14,14 +14,17 @@ import orjson
 
 from pan import arrow_pages, eventloop
 from pan.auth import AuthError
+from pan.launcher import is_local_host, repositories_to_start
 from pan.lifeline import die_with_launcher
-from pan.specs import WorkflowError
+from pan.preflight import ports_in_use
+from pan.specs import Workflow, WorkflowError
 from pan.tls import TlsError
 from pan.trust import Trust
 from pan.workflow import load_workflow, on_free_ports
 from simulator.impair import ImpairProfile, ProfileError
 from simulator.replay import replay
 from simulator.simulate import SimulateError, SimulateOptions, simulate
+from simulator.sources import sensor_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -59,6 +62,18 @@ def moved_to_free_ports(path: Path, out_dir: Path) -> Path:
     return moved
 
 
+def preflight(workflow: Workflow, data: Path) -> str | None:
+    """What would make the replay fail once started, found before anything starts (None: nothing)."""
+    if not data.is_dir():
+        return f"--data {data}: no such folder (a folder written by `pan split`)"
+    if not sensor_files(data):
+        return f"--data {data}: no SENSOR<id>.csv files in it (a folder written by `pan split`)"
+    taken = ports_in_use(workflow, is_local_host, repositories_to_start(workflow))
+    if taken:
+        return f"port(s) in use: {', '.join(taken)} (another replay or `pan run`? --free-ports moves the workflow)"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     die_with_launcher()  # started by a benchmark or a script: stop when it is gone
     try:
@@ -74,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.wire == "arrow" and not arrow_pages.available():
         print("pan replay: --wire arrow needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
+        return 2
+    problem = preflight(workflow, args.data)
+    if problem is not None:
+        print(f"pan replay: {problem}", file=sys.stderr)
         return 2
     options = SimulateOptions(
         workflow=workflow,

@@ -65,7 +65,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"pan simulate: {exc}", file=sys.stderr)
         return 2
     sys.stdout.buffer.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2) + b"\n")
+    if summary["errors"]:
+        print(f"pan simulate: {failure_line(summary)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def failure_line(summary: dict) -> str:
+    """One line for a run with errors: how many rows were lost and the first error (the full list is in the JSON)."""
+    errors = summary["errors"]
+    more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+    return f"{summary['sent']} rows sent, {summary['lost']} lost; {errors[0]}{more}"
 
 
 async def _run(options: SimulateOptions) -> dict:

@@ -24,19 +24,19 @@ from simulator.realistic import generate
 from simulator.replay import replay
 from simulator.simulate import SimulateOptions, simulate
 from simulator.split import split
+from workers import shipped
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_S
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_WORKFLOW = ROOT / "workflows" / "full_game_3_peers.json"
+DEFAULT_WORKFLOW = shipped.workflow("full_game_3_peers.json")
 SUMMARY_EVERY_S = 2.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("demo", help="generate a match and analyse it live with the full-game workflow")
     p.add_argument("--minutes", type=float, default=2.0, help="minutes of play to generate (default 2)")
-    p.add_argument("--seed", type=int, default=2013)
-    p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW))
-    p.add_argument("--out", type=Path, default=ROOT / "demo-out", help="working folder (default ./demo-out)")
+    p.add_argument("--seed", type=int, default=2013, help="random seed of the generated match")
+    p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW), help="workflow file")
+    p.add_argument("--out", type=Path, default=Path("demo-out"), help="working folder, in the current directory")
     p.add_argument("--speedup", type=float, default=0.0, help="replay speed; 0 = as fast as possible")
     p.set_defaults(handler=cmd_demo)
 

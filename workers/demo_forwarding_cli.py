@@ -25,16 +25,16 @@ from pan.lifeline import Lifeline
 from pan.repository_client import RepositoryClient
 from pan.specs import Workflow, WorkflowError, ingest_port, inter_pan_inputs
 from pan.workflow import load_workflow
+from workers import shipped
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_WORKFLOW = ROOT / "workflows" / "demo_forwarding.json"
-DEFAULT_ROWS = Path(__file__).resolve().parent / "data" / "demo_rows.csv"  # package data
+DEFAULT_WORKFLOW = shipped.workflow("demo_forwarding.json")
+DEFAULT_ROWS = shipped.demo_rows()
 PICOS_PER_SECOND = 10**12
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("demo-forwarding", help="a forwarder and two repeaters on a built-in sample")
-    p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW))
+    p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW), help="workflow file")
     p.add_argument("--rows", default=str(DEFAULT_ROWS), help="DEBS CSV rows to replay")
     p.add_argument("--speedup", type=float, default=1.0, help="replay speed relative to event time")
     p.set_defaults(handler=cmd_demo)
