@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from pan import arrow_pages, eventloop
+from pan import arrow_pages, console, eventloop
 from pan.auth import AuthError
 from pan.launcher import is_local_host, repositories_to_start
 from pan.lifeline import die_with_launcher
@@ -49,6 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--free-ports", action="store_true",
                    help="move the repository and every worker to free ports (OUTDIR/workflow.json), so that "
                    "several replays can run on one machine")
+    p.add_argument("--json", action="store_true",
+                   help="print the full report as JSON (every stream's count) instead of the summary table")
     p.set_defaults(handler=run)
 
 
@@ -102,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         from_ts=args.from_ts,
         to_ts=args.to_ts,
         skip_halftime=args.skip_halftime,
+        progress=True,  # a bar on a terminal, nothing otherwise
     )
 
     async def feed() -> dict:
@@ -110,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = eventloop.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
                                    until_ended=True, wire=args.wire))
-    except (SimulateError, RuntimeError) as exc:
+    except (SimulateError, RuntimeError) as exc:  # WorkflowStopped: a peer ended, named with its log's end
         print(f"pan replay: {exc}", file=sys.stderr)
         return 1
     report = {
@@ -125,5 +128,25 @@ def run(args: argparse.Namespace) -> int:
         "no_data": result.feed.get("no_data", []),  # sensors the workflow expects but the data lacks
         "feed_errors": result.feed.get("errors", []),
     }
-    sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_summary(report)
     return 0 if not result.missed else 1
+
+
+def print_summary(report: dict) -> None:
+    """A few lines for a person: what was fed, what was recorded and where; --json has every stream."""
+    streams: dict[str, int] = report["streams"]
+    busiest = sorted(streams.items(), key=lambda item: -item[1])[:3]
+    rows = [
+        ("rows fed", f"{report['sent']:,}"),
+        ("output tuples", f"{report['tuples']:,} on {len(streams)} streams"),
+        ("busiest streams", ", ".join(f"{name} {count:,}" for name, count in busiest) or "-"),
+        ("streams that missed tuples", ", ".join(report["missed"]) or "none"),
+        ("sensors without data", ", ".join(report["no_data"]) or "none"),
+        ("feed errors", "; ".join(report["feed_errors"]) or "none"),
+        ("time", f"{report['elapsed_s']:.1f} s (feed {report['feed_s']:.1f} s), wire {report['wire']}"),
+        ("recorded in", f"{report['record']}/<stream>.jsonl (logs in {report['record']}/logs/)"),
+    ]
+    console.table("pan replay", ["", ""], rows)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,15 @@ from typing import Any
 import aiohttp
 import orjson
 
-from pan import eventloop
+from pan import console, eventloop
+from pan.launcher import is_local_host, repositories_to_start
+from pan.preflight import ports_in_use
 from pan.repository_client import NoPublisher, RepositoryClient, RepositoryUnavailable
-from pan.specs import Workflow
+from pan.spark_progress import spark_stages
+from pan.specs import Workflow, WorkflowError
 from pan.workflow import load_workflow
 from simulator.realistic import generate
-from simulator.replay import replay
+from simulator.replay import WorkflowStopped, replay
 from simulator.simulate import SimulateOptions, simulate
 from simulator.split import split
 from workers import shipped
@@ -42,19 +46,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    workflow = load_workflow(args.workflow)
+    try:
+        workflow = load_workflow(args.workflow)
+    except WorkflowError as exc:
+        print(f"pan demo: --workflow {exc}", file=sys.stderr)
+        return 2
+    taken = ports_in_use(workflow, is_local_host, repositories_to_start(workflow))
+    if taken:  # found before minutes of generating and splitting
+        print(f"pan demo: port(s) in use: {', '.join(taken)} (another demo or `pan run`?)", file=sys.stderr)
+        return 1
     game, split_dir, record = args.out / "game", args.out / "split", args.out / "streams"
     print(f"1/3 generating {args.minutes} minutes of match (seed {args.seed}) into {game}", flush=True)
-    generate(game, args.minutes, args.seed)
+    with console.progress_bar("generate", None, unit="slices") as bar:
+        generate(game, args.minutes, args.seed, on_slice=lambda done, total: bar.update(done, total=total))
     print(f"2/3 splitting it per sensor with Spark into {split_dir}", flush=True)
-    split(game / "full-game", split_dir)
+    with spark_stages("split"):
+        split(game / "full-game", split_dir)
     print(f"3/3 replaying it into '{workflow.name}'", flush=True)
-    options = SimulateOptions(workflow=workflow, data_dir=split_dir, speedup=args.speedup)
+    options = SimulateOptions(workflow=workflow, data_dir=split_dir, speedup=args.speedup, progress=True)
 
     async def feed() -> Any:
         return (await simulate(options)).as_dict()
 
-    result = eventloop.run(replay(Path(args.workflow), workflow, feed, record, observer=lambda: _live(workflow)))
+    try:
+        result = eventloop.run(replay(Path(args.workflow), workflow, feed, record, observer=lambda: _live(workflow)))
+    except (WorkflowStopped, RuntimeError) as exc:  # a peer ended: named, with the end of its log
+        print(f"pan demo: {exc}", file=sys.stderr)
+        return 1
     print(summary_line(_final(record)))
     print(f"\n{sum(result.streams.values())} output tuples on {len(result.streams)} streams recorded in {record}/")
     print(f"(feed {result.feed_s:.1f} s, whole run {result.elapsed_s:.1f} s)")
