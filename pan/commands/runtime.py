@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from pan import arrow_pages, eventloop
+from pan import arrow_pages, eventloop, prometheus_sd
 from pan.auth import AuthError, SecretSource
 from pan.client import StreamSubscriber, SubscriberError
 from pan.commands.connect import ConnectError, add_connection_arguments, connection, missing_stream, registered_streams
@@ -67,6 +67,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--restart", choices=RESTART_POLICIES, default="no",
                    help="on-failure: start a peer (or the repository) again when it crashes or is killed, waiting "
                         "0.5 s, then twice as long after each failure in a row, at most 30 s (default: %(default)s)")
+    p.add_argument("--prometheus-sd", type=Path, metavar="FILE",
+                   help="write Prometheus file_sd targets (JSON) for every worker's and repository's /metrics")
     p.add_argument("--log-dir", type=Path, metavar="DIR",
                    help="write each child's output to DIR/<child>.log (default: this terminal)")
     p.add_argument("--fail-fast", action="store_true",
@@ -200,6 +202,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if taken:
         print(f"pan run: port(s) in use: {', '.join(taken)}", file=sys.stderr)
         return 1
+    if args.prometheus_sd is not None:
+        try:
+            prometheus_sd.write(args.prometheus_sd, workflow)
+        except OSError as exc:
+            print(f"pan run: --prometheus-sd {args.prometheus_sd}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     return launcher.run()
 
 
