@@ -21,6 +21,7 @@ from pan import console, eventloop
 from pan.launcher import is_local_host, repositories_to_start
 from pan.preflight import ports_in_use
 from pan.repository_client import NoPublisher, RepositoryClient, RepositoryUnavailable
+from pan.spark import SparkUnavailable
 from pan.spark_progress import spark_stages
 from pan.specs import Workflow, WorkflowError
 from pan.workflow import load_workflow
@@ -60,8 +61,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with console.progress_bar("generate", None, unit="slices") as bar:
         generate(game, args.minutes, args.seed, on_slice=lambda done, total: bar.update(done, total=total))
     print(f"2/3 splitting it per sensor with Spark into {split_dir}", flush=True)
-    with spark_stages("split"):
-        split(game / "full-game", split_dir)
+    try:
+        with spark_stages("split"):
+            split(game / "full-game", split_dir)
+    except SparkUnavailable as exc:  # no pyspark or no Java: say which, in one line
+        print(f"pan demo: {exc}", file=sys.stderr)
+        return 2
     print(f"3/3 replaying it into '{workflow.name}'", flush=True)
     options = SimulateOptions(workflow=workflow, data_dir=split_dir, speedup=args.speedup, progress=True)
 

@@ -21,7 +21,9 @@ import orjson
 from pan import eventloop
 from pan.client import StreamSubscriber
 from pan.ingest import send_lines
+from pan.launcher import is_local_host, repositories_to_start
 from pan.lifeline import Lifeline
+from pan.preflight import ports_in_use
 from pan.repository_client import RepositoryClient
 from pan.specs import Workflow, WorkflowError, ingest_port, inter_pan_inputs
 from pan.workflow import load_workflow
@@ -50,6 +52,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"pan demo-forwarding: --rows {args.rows}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    taken = ports_in_use(workflow, is_local_host, repositories_to_start(workflow))
+    if taken:
+        print(f"pan demo-forwarding: port(s) in use: {', '.join(taken)} (another demo or `pan run`?)",
+              file=sys.stderr)
+        return 1
     with Lifeline() as lifeline:  # the workflow dies with us, even if we are SIGKILLed
         run = subprocess.Popen([sys.executable, "-m", "pan", "run", args.workflow], **lifeline.spawn_options())
         try:

@@ -41,16 +41,17 @@ def test_replay_of_a_folder_without_sensor_files_starts_nothing(tmp_path: Path) 
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("command", ["replay", "run"])
+@pytest.mark.parametrize("command", ["replay", "run", "demo-forwarding"])
 def test_a_port_in_use_is_named_before_anything_starts(tmp_path: Path, command: str) -> None:
     path, ports = write_workflow(tmp_path)
     data = write_split(tmp_path / "split", seconds=5)
     held_port = ports[2]  # the repeater's HTTP port
+    args = {"replay": [str(path), "--data", str(data), "--record", str(tmp_path / "out")], "run": [str(path)],
+            "demo-forwarding": ["--workflow", str(path)]}[command]
     with socket.socket() as held:
         held.bind((HOST, held_port))
         held.listen()
-        extra = ["--data", str(data), "--record", str(tmp_path / "out")] if command == "replay" else []
-        code, err = pan(command, str(path), *extra)
+        code, err = pan(command, *args)
     assert code != 0 and err.count("\n") == 0, err
     assert f"worker R {HOST}:{held_port}" in err and "in use" in err
 
