@@ -70,17 +70,19 @@ def progress_bar(description: str, total: float | None, *, unit: str = "", force
 def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], out: TextIO | None = None) -> None:
     """A short table on ``out`` (stdout): rich's on a terminal, aligned columns otherwise."""
     out = sys.stdout if out is None else out
+    key_value = not any(headers)  # a list of named values: no header row, values read left to right
     if interactive(out):
-        rich_table = Table(title=title)
+        rich_table = Table(title=title, show_header=not key_value)
         for index, header in enumerate(headers):
-            rich_table.add_column(header, justify="left" if index == 0 else "right")
+            rich_table.add_column(header, justify="left" if index == 0 or key_value else "right")
         for row in rows:
             rich_table.add_row(*(str(cell) for cell in row))
         Console(file=out).print(rich_table)
         return
-    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    cells = [*([] if key_value else [[str(h) for h in headers]]), *[[str(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     print(title, file=out)
     for row in cells:
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))),
-              file=out)
+        line = "  ".join(c.ljust(w) if i == 0 or key_value else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        print(line.rstrip(), file=out)

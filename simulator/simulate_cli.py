@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--clock-drift-ppm", type=float, default=0.0, help="pretend this machine's clock drifts")
     p.add_argument("--give-up-s", type=float, default=10.0,
                    help="unpaced: seconds to wait for an unreachable receiver before counting rows lost")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (there is none off a terminal anyway)")
     p.set_defaults(handler=run)
 
 

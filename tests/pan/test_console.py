@@ -35,3 +35,9 @@ def test_the_table_off_a_terminal_is_aligned_text() -> None:
     assert lines[0] == "report"
     assert [line.split() for line in lines[1:]] == [["name", "count"], ["a", "5"], ["longer", "12345"]]
     assert len({len(line) for line in lines[1:]}) == 1  # right-aligned numbers: every row as wide
+
+
+def test_a_list_of_named_values_has_no_header_row() -> None:
+    out = io.StringIO()
+    console.table("summary", ["", ""], [("rows", "12"), ("streams that missed", "none")], out=out)
+    assert out.getvalue().splitlines() == ["summary", "rows                 12", "streams that missed  none"]
