@@ -175,7 +175,7 @@ async def replay_with_cpu(
     Raises if a process of the run had another ``PAN_WIRE`` (the format would be mixed)."""
     import psutil
 
-    child = common.Child([sys.executable, "-m", "pan", "replay", str(workflow), "--data", str(data),
+    child = common.Child([sys.executable, "-m", "pan", "replay", "--json", str(workflow), "--data", str(data),
                           "--record", str(work / "record")], ready=False, grace_s=30, env=wires.env(wire))
     seen: dict[int, tuple[tuple[str, str], float]] = {}
     wire_of: dict[int, str | None] = {}

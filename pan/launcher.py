@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import logging
 import signal
 import socket
@@ -100,11 +101,40 @@ def secret_arguments(auth: SecretSource | None) -> list[str]:
     return ["--secret-file", str(auth.file)] if auth.file is not None else ["--secret-env", str(auth.env)]
 
 
+#: Written into the log folder by a launcher with ``fail_fast`` when a child ends: who, why, and its log.
+FAILED_FILE = "failed.json"
+LOG_TAIL_LINES = 15
+
+
+def log_name(child: str) -> str:
+    """The log file of a child (``peer p1`` -> ``peer-p1.log``)."""
+    return child.replace(" ", "-") + ".log"
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last ``lines`` non-empty lines of a log (none if it cannot be read)."""
+    try:
+        with path.open("rb") as log_file:
+            log_file.seek(max(0, path.stat().st_size - 16384))
+            text = log_file.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+def repositories_to_start(workflow: Workflow) -> list[RepositorySpec]:
+    """The workflow's repositories that are on this machine and do not answer yet: the launcher starts them."""
+    tls = None if workflow.tls is None else workflow.tls.client_context()
+    return [r for r in workflow.repositories if is_local_host(r.host) and not repository_alive(r.host, r.port, tls=tls)]
+
+
 class Launcher:
     def __init__(self, workflow_path: str | Path, workflow: Workflow, peers: list[str] | None = None,
-                 restart: str = "no") -> None:
+                 restart: str = "no", log_dir: Path | None = None, fail_fast: bool = False) -> None:
         """``restart="on-failure"``: a child that exits with an error (or is killed) starts again after a wait
-        that doubles with each failure in a row, up to ``RESTART_BACKOFF_S[1]``."""
+        that doubles with each failure in a row, up to ``RESTART_BACKOFF_S[1]``. ``log_dir``: each child writes
+        its output to ``log_dir/<child>.log`` instead of this process's. ``fail_fast``: the first child that
+        ends stops the whole workflow, and the launcher exits 1 (``FAILED_FILE`` in ``log_dir`` says who)."""
         if restart not in RESTART_POLICIES:
             raise ValueError(f"restart policy {restart!r} is not one of {', '.join(RESTART_POLICIES)}")
         self.restart = restart
@@ -115,6 +145,9 @@ class Launcher:
         if unknown:
             raise ValueError(f"unknown peer(s) {', '.join(unknown)}; the workflow has: {', '.join(all_peers)}")
         self.peers = peers or all_peers
+        self.log_dir = log_dir
+        self.fail_fast = fail_fast
+        self.failed: Child | None = None  # with fail_fast: the child whose end stopped the workflow
         self.children: list[Child] = []
         self._stopping = False
         self._lifeline: Lifeline | None = None
@@ -122,24 +155,30 @@ class Launcher:
     def start(self) -> None:
         repositories = self.workflow.repositories
         tls = None if self.workflow.tls is None else self.workflow.tls.client_context()
-        for repo in repositories:
-            if is_local_host(repo.host) and not repository_alive(repo.host, repo.port, tls=tls):
-                replicas = [f"--replica={r.address}" for r in repositories if r is not repo]
-                allowed = [f"--allow-host={h}" for h in sorted(self.workflow.allowed_hosts or ())]
-                self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port), *replicas,
-                                           *allowed, *secret_arguments(self.workflow.auth),
-                                           *tls_arguments(self.workflow.tls, repo.host)])
-                self._wait_for_repository(repo, tls)
+        for repo in repositories_to_start(self.workflow):
+            replicas = [f"--replica={r.address}" for r in repositories if r is not repo]
+            allowed = [f"--allow-host={h}" for h in sorted(self.workflow.allowed_hosts or ())]
+            self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port), *replicas,
+                                       *allowed, *secret_arguments(self.workflow.auth),
+                                       *tls_arguments(self.workflow.tls, repo.host)])
+            self._wait_for_repository(repo, tls)
         for peer in self.peers:
             self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer])
 
     def _spawn(self, name: str, args: list[str]) -> None:
         """Start ``pan ARGS`` tied to this process (spawned from the main thread: see pan/lifeline.py)."""
+        self.children.append(Child(name, self._popen(name, args), list(args)))
+        log.info("started %s (pid %d)", name, self.children[-1].process.pid)
+
+    def _popen(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         if self._lifeline is None:
             self._lifeline = Lifeline()
-        process = subprocess.Popen([sys.executable, "-m", "pan", *args], **self._lifeline.spawn_options())
-        self.children.append(Child(name, process, list(args)))
-        log.info("started %s (pid %d)", name, process.pid)
+        if self.log_dir is None:
+            return subprocess.Popen([sys.executable, "-m", "pan", *args], **self._lifeline.spawn_options())
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with (self.log_dir / log_name(name)).open("ab") as out:  # the child keeps its own copy of the descriptor
+            return subprocess.Popen([sys.executable, "-m", "pan", *args], stdout=out, stderr=subprocess.STDOUT,
+                                    **self._lifeline.spawn_options())
 
     def _wait_for_repository(self, repo: RepositorySpec, tls: ssl.SSLContext | None) -> None:
         deadline = time.monotonic() + REPOSITORY_STARTUP_S
@@ -166,6 +205,8 @@ class Launcher:
             self.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if self.failed is not None:
+            return 1
         failed = [c for c in self.children if c.process.returncode not in (0, -signal.SIGTERM)]
         return 1 if failed and not self._stopping else 0
 
@@ -181,6 +222,9 @@ class Launcher:
                 if self._stopping:
                     continue
                 why = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+                if self.fail_fast:
+                    self._fail(child, why)
+                    return
                 if self.restart == "on-failure" and code != 0:
                     wait = self._backoff(child)
                     child.restart_at = time.monotonic() + wait
@@ -188,6 +232,18 @@ class Launcher:
                                 child.restarts + 1)
                 else:
                     log.warning("%s %s", child.name, why)
+
+    def _fail(self, child: Child, why: str) -> None:
+        """Stop the workflow because ``child`` ended, saying so (with the end of its log) and in ``FAILED_FILE``."""
+        self.failed, self._stopping = child, True
+        tail: list[str] = []
+        if self.log_dir is not None:
+            path = self.log_dir / log_name(child.name)
+            tail = log_tail(path)
+            record = {"child": child.name, "why": why, "log": str(path), "tail": tail}
+            (self.log_dir / FAILED_FILE).write_text(json.dumps(record, indent=1))
+        log.error("%s %s; stopping the workflow%s", child.name, why,
+                  "".join(f"\n  | {line}" for line in tail))
 
     @staticmethod
     def _backoff(child: Child) -> float:
@@ -202,8 +258,7 @@ class Launcher:
         now = time.monotonic()
         for child in self.children:
             if child.restart_at is not None and now >= child.restart_at:
-                child.process = subprocess.Popen([sys.executable, "-m", "pan", *child.args],
-                                                 **self._lifeline.spawn_options())
+                child.process = self._popen(child.name, child.args)
                 child.restart_at, child.reported, child.started_at = None, False, now
                 child.restarts += 1
                 log.info("started %s again (pid %d)", child.name, child.process.pid)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from pan import console
 from simulator import realistic
 from simulator.match import DEFAULT_LEAD_S, generate
 
@@ -37,7 +38,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         t = result.truth
         detail = f"{len(t.kicks)} kicks, {len(t.shots)} shots, {len(t.interruptions)} interruptions"
     else:
-        real = realistic.generate(args.out, minutes, args.seed, args.workers, args.lead)
+        with console.progress_bar("generate", None, unit="slices") as bar:
+            real = realistic.generate(args.out, minutes, args.seed, args.workers, args.lead,
+                                      on_slice=lambda done, total: bar.update(done, total=total))
         s = real.truth.summary()
         result = real  # type: ignore[assignment]
         detail = (f"{s['kicks']} kicks ({s['ambiguous']} ambiguous), {s['shots']} shots, "

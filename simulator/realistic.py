@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,8 +82,9 @@ def _slice_job(job: tuple[int, int, int]) -> tuple[bytes, int]:
 
 
 def generate(out: Path | str, minutes: float | None, seed: int, workers: int | None = None,
-             lead: float = 5.0) -> RResult:
-    """Write ``full-game``, ``interruptions.csv`` and ``truth/`` into ``out``."""
+             lead: float = 5.0, on_slice: Callable[[int, int], None] | None = None) -> RResult:
+    """Write ``full-game``, ``interruptions.csv`` and ``truth/`` into ``out``; ``on_slice(done, total)`` after
+    each time slice of rows written (`simulator.slices.write_slices`)."""
     global _SESSIONS, _SEED
     started = time.perf_counter()
     out = Path(out)
@@ -104,7 +106,7 @@ def generate(out: Path | str, minutes: float | None, seed: int, workers: int | N
     jobs = slice_jobs(sessions, SLICE_PS)
     _SESSIONS, _SEED = sessions, seed
     try:
-        rows = write_slices(out / "full-game", jobs, _slice_job, workers)
+        rows = write_slices(out / "full-game", jobs, _slice_job, workers, on_slice)
     finally:
         _SESSIONS = []
     return RResult(rows, time.perf_counter() - started, truth)

@@ -27,6 +27,7 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -41,6 +42,7 @@ from pan.arrow_pages import WIRE_ENV
 from pan.catalog import get_component_type
 from pan.client import StreamSubscriber
 from pan.fetcher import Wire, default_wire
+from pan.launcher import FAILED_FILE, log_tail
 from pan.lifeline import Lifeline
 from pan.repository_client import RepositoryClient
 from pan.specs import Workflow
@@ -55,6 +57,21 @@ QUIET_S = 6.0  # no tuple and no watermark moved this long after the data ended 
 #: it, streams that never end keep their watermarks moving, so this is what stops the recording.
 MAX_DRAIN_S = 1800.0
 MAX_QUIET_DRAIN_S = 120.0
+
+
+class WorkflowStopped(RuntimeError):
+    """`pan run` ended before the replay did: a peer or the repository exited (named, with its log's end)."""
+
+
+def stopped_reason(log_dir: Path, returncode: int) -> str:
+    """Why the workflow stopped, from what `pan run --fail-fast` left in ``log_dir``."""
+    try:
+        failed = orjson.loads((log_dir / FAILED_FILE).read_bytes())
+        head, tail = f"{failed['child']} {failed['why']} (log: {failed['log']})", failed["tail"]
+    except (OSError, ValueError, KeyError, TypeError):
+        run_log = log_dir / "run.log"
+        head, tail = f"pan run exited with code {returncode} (log: {run_log})", log_tail(run_log)
+    return head + "".join(f"\n  | {line}" for line in tail)
 
 
 @dataclass
@@ -197,6 +214,7 @@ async def replay(
     wire: Wire | None = None,
     linger_s: float = RECORD_LINGER_S,
     attach: bool = False,
+    log_dir: Path | None = None,
 ) -> ReplayResult:
     """Run ``workflow``, record its outputs while ``feed()`` sends the input, stop when done.
 
@@ -210,25 +228,37 @@ async def replay(
     (default: this process's own ``PAN_WIRE``, which they inherit). ``linger_s``: `RECORD_LINGER_S`.
     ``attach``: the workflow runs already (e.g. on many hosts, `pan deploy up`): start no peers, only wait for
     its producers, feed and record (``wire`` then sets only the recorder's format).
+    ``log_dir``: where `pan run` and each of its children write their output (default ``record_dir/logs``).
+    Should any of them end before the replay does, the replay stops at once with `WorkflowStopped`.
     """
+    log_dir = record_dir / "logs" if log_dir is None else log_dir
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / FAILED_FILE).unlink(missing_ok=True)
     streams = output_streams(workflow)
     if only is not None:
         streams = [s for s in streams if s in only]
     started = time.monotonic()
-    run, lifeline = (None, None) if attach else await _start_workflow(workflow_path, wire)
+    run, lifeline = (None, None) if attach else await _start_workflow(workflow_path, wire, log_dir)
     recorder = Recorder(workflow, streams, record_dir, wire=wire, linger_s=linger_s)
     watching: asyncio.Task[None] | None = None
-    try:
+    timing: dict[str, float] = {}
+
+    async def run_through() -> Any:
+        nonlocal watching
         await _wait_for_producers(workflow, streams)
         await recorder.start()
         await recorder.holding(STARTUP_TIMEOUT_S)
         if observer is not None:
             watching = asyncio.create_task(observer(), name="replay observer")
-        feed_started = time.monotonic()
+        timing["feed_started"] = time.monotonic()
         summary = await feed()
-        feed_s = time.monotonic() - feed_started
+        timing["feed_s"] = time.monotonic() - timing["feed_started"]
         await _wait_until_quiet(recorder, quiet_s, until_ended)
-        recorded_s = time.monotonic() - feed_started
+        timing["recorded_s"] = time.monotonic() - timing["feed_started"]
+        return summary
+
+    try:
+        summary = await (run_through() if run is None else _unless_stopped(run_through(), run, log_dir))
     finally:
         if watching is not None:
             watching.cancel()
@@ -238,18 +268,22 @@ async def replay(
         if run is not None and lifeline is not None:
             await _stop_workflow(run, lifeline)
     missed = {s: sub.stats.missed for s, sub in recorder.subscribers.items() if sub.stats.missed}
-    return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, feed_s, missed, recorder.wire,
-                        recorded_s)
+    return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, timing["feed_s"], missed,
+                        recorder.wire, timing["recorded_s"])
 
 
-async def _start_workflow(workflow_path: Path, wire: Wire | None) -> tuple[asyncio.subprocess.Process, Lifeline]:
-    """`pan run` of the workflow; it dies with us, even if we are SIGKILLed (see pan/lifeline.py)."""
+async def _start_workflow(workflow_path: Path, wire: Wire | None,
+                          log_dir: Path) -> tuple[asyncio.subprocess.Process, Lifeline]:
+    """`pan run` of the workflow, logging into ``log_dir`` and ending at its first child's end (``--fail-fast``);
+    it dies with us, even if we are SIGKILLed (see pan/lifeline.py)."""
     lifeline = Lifeline()
     try:
         env = None if wire is None else {**os.environ, WIRE_ENV: wire}
-        run = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pan", "run", str(workflow_path), **lifeline.spawn_options(env)
-        )
+        with (log_dir / "run.log").open("ab") as run_log:  # the child keeps its own copy of the descriptor
+            run = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "pan", "run", str(workflow_path), "--fail-fast", "--log-dir", str(log_dir),
+                stdout=run_log, stderr=subprocess.STDOUT, **lifeline.spawn_options(env)
+            )
     except BaseException:
         lifeline.close()
         raise
@@ -267,6 +301,27 @@ async def _stop_workflow(run: asyncio.subprocess.Process, lifeline: Lifeline) ->
         await run.wait()
     finally:
         lifeline.close()
+
+
+async def _unless_stopped(work: Awaitable[Any], run: asyncio.subprocess.Process, log_dir: Path) -> Any:
+    """``work``'s result, or `WorkflowStopped` as soon as `pan run` ends first (``work`` is cancelled).
+
+    ``work`` failing after a child of `pan run` ended (a feed whose forwarder is gone) is that child's failure too.
+    """
+    task = asyncio.ensure_future(work)
+    ended = asyncio.create_task(run.wait(), name="pan run watch")
+    try:
+        await asyncio.wait({task, ended}, return_when=asyncio.FIRST_COMPLETED)
+        child_failed = ended.done() or (log_dir / FAILED_FILE).exists()
+        if task.done() and (task.exception() is None or not child_failed):
+            return task.result()
+        raise WorkflowStopped(stopped_reason(log_dir, run.returncode or 0))
+    finally:
+        for pending in (task, ended):
+            if not pending.done():
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pending
 
 
 async def _wait_until_quiet(recorder: Recorder, quiet_s: float, until_ended: bool) -> None:

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import orjson
 
-from pan import arrow_pages, eventloop
+from pan import arrow_pages, console, eventloop
 from pan.auth import AuthError
+from pan.launcher import is_local_host, repositories_to_start
 from pan.lifeline import die_with_launcher
-from pan.specs import WorkflowError
+from pan.preflight import ports_in_use
+from pan.specs import Workflow, WorkflowError
 from pan.tls import TlsError
 from pan.trust import Trust
 from pan.workflow import load_workflow, on_free_ports, with_absolute_paths
@@ -23,6 +25,7 @@ from simulator.backpressure import FeedBrake
 from simulator.impair import ImpairProfile, ProfileError
 from simulator.replay import replay
 from simulator.simulate import SimulateError, SimulateOptions, simulate
+from simulator.sources import sensor_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -55,6 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--attach", action="store_true",
                    help="the workflow runs already (e.g. `pan deploy up`): start no peers, only feed and record; "
                    "its own delivery setting stands (give it \"delivery\": \"lossless\" to lose nothing)")
+    p.add_argument("--json", action="store_true",
+                   help="print the full report as JSON (every stream's count) instead of the summary table")
     p.set_defaults(handler=run)
 
 
@@ -72,6 +77,19 @@ def prepared_workflow(path: Path, out_dir: Path, *, free_ports: bool, lossless: 
     prepared = out_dir / "workflow.json"
     prepared.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     return prepared
+
+
+def preflight(workflow: Workflow, data: Path, attach: bool = False) -> str | None:
+    """What would make the replay fail once started, found before anything starts (None: nothing).
+    An attached workflow runs already: its ports are taken by itself."""
+    if not data.is_dir():
+        return f"--data {data}: no such folder (a folder written by `pan split`)"
+    if not sensor_files(data):
+        return f"--data {data}: no SENSOR<id>.csv files in it (a folder written by `pan split`)"
+    taken = [] if attach else ports_in_use(workflow, is_local_host, repositories_to_start(workflow))
+    if taken:
+        return f"port(s) in use: {', '.join(taken)} (another replay or `pan run`? --free-ports moves the workflow)"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
     if args.wire == "arrow" and not arrow_pages.available():
         print("pan replay: --wire arrow needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
         return 2
+    problem = preflight(workflow, args.data, args.attach)
+    if problem is not None:
+        print(f"pan replay: {problem}", file=sys.stderr)
+        return 2
     options = SimulateOptions(
         workflow=workflow,
         data_dir=args.data,
@@ -104,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         to_ts=args.to_ts,
         skip_halftime=args.skip_halftime,
         brake=None if args.strict_pace else FeedBrake(workflow),
+        progress=True,  # a bar on a terminal, nothing otherwise
     )
 
     async def feed() -> dict:
@@ -112,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = eventloop.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
                                    until_ended=True, wire=args.wire, attach=args.attach))
-    except (SimulateError, RuntimeError) as exc:
+    except (SimulateError, RuntimeError) as exc:  # WorkflowStopped: a peer ended, named with its log's end
         print(f"pan replay: {exc}", file=sys.stderr)
         return 1
     report = {
@@ -133,5 +156,40 @@ def run(args: argparse.Namespace) -> int:
         "no_data": result.feed.get("no_data", []),  # sensors the workflow expects but the data lacks
         "feed_errors": result.feed.get("errors", []),
     }
-    sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print_summary(report)
     return 0 if not result.missed else 1
+
+
+def speed_text(report: dict) -> str:
+    """How fast the match went by against the asked --speedup, and how long the feed waited for the workflow."""
+    asked = "as fast as possible" if not report["speedup"] else f"{report['speedup']:g}x asked"
+    achieved = report.get("achieved_speedup")
+    text = f"{achieved:g}x real time ({asked})" if achieved is not None else asked
+    held = report.get("held")
+    if held is None:
+        return text + ", strict pace"
+    if held["stalls"]:
+        text += f", the feed waited {held['stalls']} time(s), {held['stalled_s']:.1f} s in all, longest " \
+                f"{held['longest_stall_s']:.1f} s (for {held['held_by']})"
+    return text
+
+
+def print_summary(report: dict) -> None:
+    """A few lines for a person: what was fed, what was recorded and where; --json has every stream."""
+    streams: dict[str, int] = report["streams"]
+    busiest = sorted(streams.items(), key=lambda item: -item[1])[:3]
+    rows = [
+        ("rows fed", f"{report['sent']:,}"),
+        ("output tuples", f"{report['tuples']:,} on {len(streams)} streams"),
+        ("busiest streams", ", ".join(f"{name} {count:,}" for name, count in busiest) or "-"),
+        ("streams that missed tuples", ", ".join(report["missed"]) or "none"),
+        ("sensors without data", ", ".join(report["no_data"]) or "none"),
+        ("feed errors", "; ".join(report["feed_errors"]) or "none"),
+        ("time", f"{report['elapsed_s']:.1f} s (feed {report['feed_s']:.1f} s), wire {report['wire']}"),
+        ("speed", speed_text(report)),
+        ("recorded in", f"{report['record']}/<stream>.jsonl (logs in {report['record']}/logs/)"),
+    ]
+    console.table("pan replay", ["", ""], rows)

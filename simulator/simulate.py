@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from pan import console
 from pan.ingest import DEFAULT_PROMISE_AHEAD_MS, END_OF_STREAM, promise_line, send_lines
 from pan.specs import Workflow, ingest_port, inter_pan_inputs
 from simulator.clock import LocalTime, TimeProvider
@@ -520,26 +521,27 @@ class SensorRunner:
 
 
 class Progress:
-    """One line per second on stderr: rows sent, rate, event time reached, losses."""
+    """Event time fed so far, as a bar with ETA on a terminal (`pan/console.py`); nothing off a terminal."""
 
-    def __init__(self, runners: list[SensorRunner], timeline: Timeline, out: TextIO) -> None:
-        self.runners, self.timeline, self.out = runners, timeline, out
+    def __init__(self, runners: list[SensorRunner], timeline: Timeline, out: TextIO, end_ts: int | None) -> None:
+        self.runners, self.timeline, self.out, self.end_ts = runners, timeline, out, end_ts
 
     async def run(self) -> None:
-        last_sent, last_t = 0, time.monotonic()
-        while True:
-            await asyncio.sleep(1.0)
-            now = time.monotonic()
-            sent = sum(r.stats.sent for r in self.runners)
-            lost = sum(r.stats.lost for r in self.runners)
-            limits = [r.limit_ts for r in self.runners if r.limit_ts is not None]
-            reached = (max(limits) - self.timeline.origin_ts) / PS_PER_S if limits else 0.0
-            connected = sum(r.link.connected for r in self.runners)
-            rate = (sent - last_sent) / (now - last_t)
-            print(f"simulate: sent {sent} rows ({rate:,.0f}/s), event time +{reached:.1f} s "
-                  f"(ts {max(limits) if limits else '-'}), lost {lost}, connected {connected}/{len(self.runners)}",
-                  file=self.out, flush=True)
-            last_sent, last_t = sent, now
+        if not console.interactive(self.out):
+            return
+        origin = self.timeline.origin_ts
+        total_s = max(0.0, (self.end_ts - origin) / PS_PER_S) if self.end_ts is not None else None
+        with console.progress_bar("simulate", round(total_s, 1) if total_s is not None else None,
+                                  unit="s of event time") as bar:
+            while True:
+                await asyncio.sleep(0.5)
+                limits = [r.limit_ts for r in self.runners if r.limit_ts is not None]
+                reached = (max(limits) - origin) / PS_PER_S if limits else 0.0
+                if total_s is not None:
+                    reached = min(reached, total_s)
+                sent = sum(r.stats.sent for r in self.runners)
+                lost = sum(r.stats.lost for r in self.runners)
+                bar.update(round(reached, 1), description=f"simulate: {sent:,} rows sent, {lost:,} lost")
 
 
 def _select(data_dir: Path, wanted: list[str] | None) -> tuple[dict[str, Path], bool, list[str]]:
@@ -682,7 +684,11 @@ async def simulate(opts: SimulateOptions) -> Summary:
         await pacer.wait_start()
         started_mono = time.monotonic()
         if opts.progress:
-            progress_task = asyncio.create_task(Progress(runners, timeline, opts.progress_out or sys.stderr).run())
+            end_ts = last_ts(opts.data_dir, files) if files else None
+            if end_ts is not None and opts.to_ts is not None:
+                end_ts = min(end_ts, opts.to_ts)
+            progress = Progress(runners, timeline, opts.progress_out or sys.stderr, end_ts)
+            progress_task = asyncio.create_task(progress.run())
         errors += await _promise_no_data(opts.workflow, no_data, opts.connect_timeout_s)
         gate = EventTimeGate(origin, UNPACED_SLICE_PS, len(runners))
         await asyncio.gather(*(r.run(pacer, gate) for r in runners))

@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--clock-drift-ppm", type=float, default=0.0, help="pretend this machine's clock drifts")
     p.add_argument("--give-up-s", type=float, default=10.0,
                    help="unpaced: seconds to wait for an unreachable receiver before counting rows lost")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (there is none off a terminal anyway)")
     p.set_defaults(handler=run)
 
 
@@ -65,7 +65,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"pan simulate: {exc}", file=sys.stderr)
         return 2
     sys.stdout.buffer.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2) + b"\n")
+    if summary["errors"]:
+        print(f"pan simulate: {failure_line(summary)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def failure_line(summary: dict) -> str:
+    """One line for a run with errors: how many rows were lost and the first error (the full list is in the JSON)."""
+    errors = summary["errors"]
+    more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+    return f"{summary['sent']} rows sent, {summary['lost']} lost; {errors[0]}{more}"
 
 
 async def _run(options: SimulateOptions) -> dict:

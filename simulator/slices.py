@@ -8,10 +8,10 @@ formatted in parallel and written to ``full-game`` in ts order.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.pool import Pool
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 #: (session index, first ps, end ps) of one slice.
 SliceJob = tuple[int, int, int]
@@ -33,18 +33,27 @@ def slice_jobs(sessions: Sequence[Span], slice_ps: int) -> list[SliceJob]:
 
 
 def write_slices(path: Path, jobs: list[SliceJob], job: Callable[[SliceJob], tuple[bytes, int]],
-                 workers: int) -> int:
-    """Format every slice with ``job`` (in ``workers`` processes when it pays) and write them in order."""
+                 workers: int, on_slice: Callable[[int, int], None] | None = None) -> int:
+    """Format every slice with ``job`` (in ``workers`` processes when it pays) and write them in order.
+
+    ``on_slice(done, total)`` after each slice written (a progress bar)."""
     rows = 0
     with open(path, "wb") as f:
         if workers > 1 and len(jobs) > 2:
             with fork_pool(workers) as pool:
-                for data, n in pool.imap(job, jobs, chunksize=1):
-                    f.write(data)
-                    rows += n
+                results = pool.imap(job, jobs, chunksize=1)
+                rows = _write_all(f, results, len(jobs), on_slice)
         else:
-            for one in jobs:
-                data, n = job(one)
-                f.write(data)
-                rows += n
+            rows = _write_all(f, (job(one) for one in jobs), len(jobs), on_slice)
+    return rows
+
+
+def _write_all(f: BinaryIO, results: Iterable[tuple[bytes, int]], total: int,
+               on_slice: Callable[[int, int], None] | None) -> int:
+    rows = 0
+    for done, (data, n) in enumerate(results, 1):
+        f.write(data)
+        rows += n
+        if on_slice is not None:
+            on_slice(done, total)
     return rows

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,12 +22,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def cmd_split(args: argparse.Namespace) -> int:
     from pan.spark import SparkUnavailable
+    from pan.spark_progress import spark_stages
     from simulator.split import split
 
     try:
-        manifest = split(args.input, args.out, master=args.master, driver_memory=args.driver_memory)
+        with spark_stages("split"):
+            manifest = split(args.input, args.out, master=args.master, driver_memory=args.driver_memory)
     except (SparkUnavailable, FileNotFoundError) as exc:
-        print(f"error: {exc}")
+        print(f"pan split: {exc}", file=sys.stderr)
         return 2
     summary = {k: manifest[k] for k in ("rows", "rejected", "seconds")}
     summary["sensors"] = len(manifest["sensors"])

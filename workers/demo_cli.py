@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,28 +17,32 @@ from typing import Any
 import aiohttp
 import orjson
 
-from pan import eventloop
+from pan import console, eventloop
+from pan.launcher import is_local_host, repositories_to_start
+from pan.preflight import ports_in_use
 from pan.repository_client import NoPublisher, RepositoryClient, RepositoryUnavailable
-from pan.specs import Workflow
+from pan.spark import SparkUnavailable
+from pan.spark_progress import spark_stages
+from pan.specs import Workflow, WorkflowError
 from pan.workflow import load_workflow
 from simulator.realistic import generate
-from simulator.replay import replay
+from simulator.replay import WorkflowStopped, replay
 from simulator.simulate import SimulateOptions, simulate
 from simulator.split import split
+from workers import shipped
 from workers.dashboard.cli import serve
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_S
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_WORKFLOW = ROOT / "workflows" / "full_game_3_peers.json"
+DEFAULT_WORKFLOW = shipped.workflow("full_game_3_peers.json")
 SUMMARY_EVERY_S = 2.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("demo", help="generate a match and analyse it live with the full-game workflow")
     p.add_argument("--minutes", type=float, default=2.0, help="minutes of play to generate (default 2)")
-    p.add_argument("--seed", type=int, default=2013)
-    p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW))
-    p.add_argument("--out", type=Path, default=ROOT / "demo-out", help="working folder (default ./demo-out)")
+    p.add_argument("--seed", type=int, default=2013, help="random seed of the generated match")
+    p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW), help="workflow file")
+    p.add_argument("--out", type=Path, default=Path("demo-out"), help="working folder, in the current directory")
     p.add_argument("--speedup", type=float, default=0.0,
                    help="replay speed; 0 = as fast as possible (above 0 the half-time break is skipped)")
     p.add_argument("--dashboard", type=int, default=None, metavar="PORT",
@@ -46,15 +51,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    workflow = load_workflow(args.workflow)
+    try:
+        workflow = load_workflow(args.workflow)
+    except WorkflowError as exc:
+        print(f"pan demo: --workflow {exc}", file=sys.stderr)
+        return 2
+    taken = ports_in_use(workflow, is_local_host, repositories_to_start(workflow))
+    if taken:  # found before minutes of generating and splitting
+        print(f"pan demo: port(s) in use: {', '.join(taken)} (another demo or `pan run`?)", file=sys.stderr)
+        return 1
     game, split_dir, record = args.out / "game", args.out / "split", args.out / "streams"
     print(f"1/3 generating {args.minutes} minutes of match (seed {args.seed}) into {game}", flush=True)
-    generate(game, args.minutes, args.seed)
+    with console.progress_bar("generate", None, unit="slices") as bar:
+        generate(game, args.minutes, args.seed, on_slice=lambda done, total: bar.update(done, total=total))
     print(f"2/3 splitting it per sensor with Spark into {split_dir}", flush=True)
-    split(game / "full-game", split_dir)
+    try:
+        with spark_stages("split"):
+            split(game / "full-game", split_dir)
+    except SparkUnavailable as exc:  # no pyspark or no Java: say which, in one line
+        print(f"pan demo: {exc}", file=sys.stderr)
+        return 2
     print(f"3/3 replaying it into '{workflow.name}'", flush=True)
     options = SimulateOptions(workflow=workflow, data_dir=split_dir, speedup=args.speedup,
-                              skip_halftime=args.speedup > 0)
+                              skip_halftime=args.speedup > 0, progress=True)
 
     async def feed() -> Any:
         return (await simulate(options)).as_dict()
@@ -66,7 +85,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             watchers.append(serve(addresses, None, None, "127.0.0.1", args.dashboard, signals=False))
         await asyncio.gather(*watchers)
 
-    result = eventloop.run(replay(Path(args.workflow), workflow, feed, record, observer=observe))
+    try:
+        result = eventloop.run(replay(Path(args.workflow), workflow, feed, record, observer=observe))
+    except (WorkflowStopped, RuntimeError) as exc:  # a peer ended: named, with the end of its log
+        print(f"pan demo: {exc}", file=sys.stderr)
+        return 1
     print(summary_line(_final(record)))
     print(f"\n{sum(result.streams.values())} output tuples on {len(result.streams)} streams recorded in {record}/")
     print(f"(feed {result.feed_s:.1f} s, whole run {result.elapsed_s:.1f} s)")

@@ -21,20 +21,22 @@ import orjson
 from pan import eventloop
 from pan.client import StreamSubscriber
 from pan.ingest import send_lines
+from pan.launcher import is_local_host, repositories_to_start
 from pan.lifeline import Lifeline
+from pan.preflight import ports_in_use
 from pan.repository_client import RepositoryClient
 from pan.specs import Workflow, WorkflowError, ingest_port, inter_pan_inputs
 from pan.workflow import load_workflow
+from workers import shipped
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_WORKFLOW = ROOT / "workflows" / "demo_forwarding.json"
-DEFAULT_ROWS = Path(__file__).resolve().parent / "data" / "demo_rows.csv"  # package data
+DEFAULT_WORKFLOW = shipped.workflow("demo_forwarding.json")
+DEFAULT_ROWS = shipped.demo_rows()
 PICOS_PER_SECOND = 10**12
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("demo-forwarding", help="a forwarder and two repeaters on a built-in sample")
-    p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW))
+    p.add_argument("--workflow", default=str(DEFAULT_WORKFLOW), help="workflow file")
     p.add_argument("--rows", default=str(DEFAULT_ROWS), help="DEBS CSV rows to replay")
     p.add_argument("--speedup", type=float, default=1.0, help="replay speed relative to event time")
     p.set_defaults(handler=cmd_demo)
@@ -50,6 +52,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"pan demo-forwarding: --rows {args.rows}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    taken = ports_in_use(workflow, is_local_host, repositories_to_start(workflow))
+    if taken:
+        print(f"pan demo-forwarding: port(s) in use: {', '.join(taken)} (another demo or `pan run`?)",
+              file=sys.stderr)
+        return 1
     with Lifeline() as lifeline:  # the workflow dies with us, even if we are SIGKILLed
         run = subprocess.Popen([sys.executable, "-m", "pan", "run", args.workflow], **lifeline.spawn_options())
         try:

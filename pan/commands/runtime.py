@@ -12,14 +12,15 @@ from pathlib import Path
 
 import orjson
 
-from pan import arrow_pages, eventloop
+from pan import arrow_pages, eventloop, prometheus_sd
 from pan.auth import AuthError, SecretSource
 from pan.client import StreamSubscriber, SubscriberError
 from pan.commands.connect import ConnectError, add_connection_arguments, connection, missing_stream, registered_streams
 from pan.fetcher import default_wire
-from pan.launcher import RESTART_POLICIES, Launcher, is_local_host, is_loopback
+from pan.launcher import FAILED_FILE, RESTART_POLICIES, Launcher, is_local_host, is_loopback, repositories_to_start
 from pan.lifeline import die_with_launcher
 from pan.peer import run_peer
+from pan.preflight import ports_in_use
 from pan.repository import DEFAULT_PORT, RepositoryServer
 from pan.repository_client import parse_address
 from pan.specs import Workflow, WorkflowError
@@ -66,6 +67,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--restart", choices=RESTART_POLICIES, default="no",
                    help="on-failure: start a peer (or the repository) again when it crashes or is killed, waiting "
                         "0.5 s, then twice as long after each failure in a row, at most 30 s (default: %(default)s)")
+    p.add_argument("--prometheus-sd", type=Path, metavar="FILE",
+                   help="write Prometheus file_sd targets (JSON) for every worker's and repository's /metrics")
+    p.add_argument("--log-dir", type=Path, metavar="DIR",
+                   help="write each child's output to DIR/<child>.log (default: this terminal)")
+    p.add_argument("--fail-fast", action="store_true",
+                   help="stop the whole workflow as soon as a peer or the repository ends (exit 1), naming it; "
+                        f"with --log-dir also in DIR/{FAILED_FILE}")
     p.set_defaults(handler=cmd_run)
 
     p = subparsers.add_parser("peer", help="run one peer's workers in this process (used by `pan run`)")
@@ -181,11 +189,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (AuthError, TlsError) as exc:
         print(f"pan run: {exc}", file=sys.stderr)
         return 2
+    if args.fail_fast and args.restart != "no":
+        print("pan run: --fail-fast and --restart on-failure cannot go together", file=sys.stderr)
+        return 2
     try:
-        launcher = Launcher(args.workflow, workflow, args.peer, restart=args.restart)
+        launcher = Launcher(args.workflow, workflow, args.peer, restart=args.restart, log_dir=args.log_dir,
+                            fail_fast=args.fail_fast)
     except ValueError as exc:
         print(f"pan run: {exc}", file=sys.stderr)
         return 2
+    taken = ports_in_use(workflow, is_local_host, repositories_to_start(workflow), launcher.peers)
+    if taken:
+        print(f"pan run: port(s) in use: {', '.join(taken)}", file=sys.stderr)
+        return 1
+    if args.prometheus_sd is not None:
+        try:
+            prometheus_sd.write(args.prometheus_sd, workflow)
+        except OSError as exc:
+            print(f"pan run: --prometheus-sd {args.prometheus_sd}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     return launcher.run()
 
 

@@ -68,7 +68,8 @@ def test_the_floor_outputs_equal_a_replay(tmp_path: Path) -> None:
     split = plain_split(tmp_path / "game", tmp_path / "split")
     workflow = tmp_path / "workflow.json"
     workflow.write_text(json.dumps(on_free_ports(json.loads(WORKFLOW.read_text()))))
-    report = json.loads(pan("replay", str(workflow), "--data", str(split), "--record", "record", cwd=tmp_path))
+    report = json.loads(pan("replay", "--json", str(workflow), "--data", str(split), "--record", "record",
+                            cwd=tmp_path))
     assert report["missed"] == {} and not report["feed_errors"], report
 
     collected = Collector()

@@ -41,7 +41,7 @@ def replay(data: Path, out: Path) -> dict[str, Any]:
     path = out.parent / f"{out.name}-workflow.json"
     path.write_text(json.dumps(workflow))
     done = subprocess.run(
-        [sys.executable, "-m", "pan", "replay", str(path), "--data", str(data), "--record", str(out),
+        [sys.executable, "-m", "pan", "replay", "--json", str(path), "--data", str(data), "--record", str(out),
          "--quiet-s", str(QUIET_S),
          # the break between the halves is dead time: under CPU hogs its slices cost wall time in scheduling
          # waits, not work (a loaded replay took 20 of its 25 minutes there); the game-time jump stays

@@ -72,7 +72,7 @@ def replay(workflow: str | dict, data: Path, out: Path, wire: str = "json") -> d
     path = out.parent / f"{out.name}-workflow.json"
     path.write_text(json.dumps(on_free_ports(workflow)))
     done = subprocess.run(
-        [sys.executable, "-m", "pan", "replay", str(path), "--data", str(data), "--record", str(out),
+        [sys.executable, "-m", "pan", "replay", "--json", str(path), "--data", str(data), "--record", str(out),
          "--wire", wire],
         cwd=ROOT, capture_output=True, timeout=1500, check=False,
         **shared_lifeline().spawn_options(),  # a killed pytest leaves no replay behind

@@ -61,7 +61,8 @@ def relocated(workflow: str, tmp: Path, **overrides: Any) -> Path:
 
 def replay(workflow: Path, split: Path, out: Path, *extra: str) -> dict[str, Any]:
     log = out.with_name(out.name + ".log")
-    report = json.loads(pan("replay", str(workflow), "--data", str(split), "--record", str(out), *extra, log=log))
+    report = json.loads(pan("replay", "--json", str(workflow), "--data", str(split), "--record", str(out), *extra,
+                            log=log))
     assert report["missed"] == {}
     return report
 

@@ -33,7 +33,7 @@ SMALL_RING = 500  # tuples per output: a second of one ball sensor at 20x is 40,
 def replay(workflow: Path, data: Path, out: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     done = subprocess.run(
         [sys.executable, "-m", "pan", "replay", str(workflow), "--data", str(data), "--record", str(out),
-         "--skip-halftime", *extra], cwd=ROOT, capture_output=True, timeout=1500, check=False,
+         "--skip-halftime", "--json", *extra], cwd=ROOT, capture_output=True, timeout=1500, check=False,
         **shared_lifeline().spawn_options(),  # a killed pytest leaves no replay behind
     )
     return done.returncode, json.loads(done.stdout or b"{}"), done.stderr.decode(errors="replace")[-3000:]

@@ -385,8 +385,8 @@ def test_replay_cli_on_free_ports_records_every_row(tmp_path: Path) -> None:
         (split / f"SENSOR{sid}.csv").write_text("\n".join(sorted(lines, key=lambda r: int(r.split(",")[1]))) + "\n")
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "pan", "replay", str(ROOT / "workflows" / "demo_forwarding.json"), "--data", str(split),
-         "--record", str(out), "--free-ports", "--quiet-s", "1"],
+        [sys.executable, "-m", "pan", "replay", "--json", str(ROOT / "workflows" / "demo_forwarding.json"),
+         "--data", str(split), "--record", str(out), "--free-ports", "--quiet-s", "1"],
         capture_output=True, timeout=120, check=False, cwd=ROOT,
         **shared_lifeline().spawn_options(),  # a killed pytest leaves no replay behind
     )
