@@ -91,6 +91,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"pan demo: {exc}", file=sys.stderr)
         return 1
     print(summary_line(_final(record)))
+    print(queries_line(record))
     print(f"\n{sum(result.streams.values())} output tuples on {len(result.streams)} streams recorded in {record}/")
     print(f"(feed {result.feed_s:.1f} s, whole run {result.elapsed_s:.1f} s)")
     return 0 if not result.missed else 1
@@ -125,6 +126,40 @@ def _final(record: Path) -> dict[str, Any]:
         if lines and (path.stem.startswith(("BP_wholeGame_", "RUNAGG_wholeGame_")) or path.stem == "SHOTS"):
             latest[path.stem] = orjson.loads(lines[-1])
     return latest
+
+
+#: Each query family by the prefixes of its output streams (README, "Output streams"); late side outputs aside.
+QUERY_STREAMS = {
+    "running (Q1)": ("RUN_", "RUNAGG_"),
+    "possession (Q2)": ("BP_",),
+    "ball hits (Q2)": ("BALLHITS",),
+    "heat maps (Q3)": ("HM_",),
+    "shots (Q4)": ("SHOTS",),
+}
+
+
+def queries_line(record: Path) -> str:
+    """Whether every query answered in the recording, with its tuple count and the players who sprinted: the
+    demo is meant to show each of them (its default match has shots and sprints)."""
+    counts = dict.fromkeys(QUERY_STREAMS, 0)
+    sprinters = set()
+    for path in record.glob("*.jsonl"):
+        if path.stem.endswith("_late"):
+            continue
+        for query, prefixes in QUERY_STREAMS.items():
+            if path.stem.startswith(prefixes):
+                lines = path.read_bytes().splitlines()
+                counts[query] += len(lines)
+                if path.stem.startswith("RUN_") and any(orjson.loads(line).get("intensity") == "sprint"
+                                                        for line in lines):
+                    sprinters.add(path.stem.removeprefix("RUN_"))
+    silent = [query for query, count in counts.items() if count == 0]
+    answered = ", ".join(f"{query} {count:,}" for query, count in counts.items() if count)
+    sprints = f"; sprints by {len(sprinters)} player(s)" if sprinters else "; no sprint"
+    if silent:
+        return f"queries: no output from {', '.join(silent)} (a longer --minutes or another --seed may show it); " \
+               f"answered: {answered or 'none'}{sprints}"
+    return f"every query answered: {answered}{sprints}"
 
 
 def summary_line(latest: dict[str, Any]) -> str:
