@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,18 +53,24 @@ def test_every_problem_of_an_inventory_is_one_line(tmp_path: Path) -> None:
         assert fragment in text, text
 
 
-def test_a_secret_file_is_staged_with_mode_0600_and_the_workflow_points_at_it(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    secret = tmp_path / "my.secret"
-    secret.write_text("s" * 32)
-    workflow = {**json.loads(WORKFLOW.read_text()), "auth": {"secret_file": "my.secret"}}
+def bundled(tmp_path: Path, workflow: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+            ) -> tuple[Any, Path, install.Bundle]:
+    """``workflow`` written as wf.json, its inventory, and the bundle `pan deploy install` stages (no wheel)."""
     (tmp_path / "wf.json").write_text(json.dumps(workflow))
     inv = load_inventory(inventory(tmp_path, workflow="wf.json"))
     stage = tmp_path / "stage"
     stage.mkdir()
     monkeypatch.setattr(install, "build_wheel", lambda project: tmp_path / "pan.whl")
     monkeypatch.setattr(install, "wheelhouse", lambda: [])
-    bundle = install.bundle(inv, inv.workflow_path, inv.workflow, ROOT, stage)
+    return inv, stage, install.bundle(inv, inv.workflow_path, inv.workflow, ROOT, stage)
+
+
+def test_a_secret_file_is_staged_with_mode_0600_and_the_workflow_points_at_it(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = tmp_path / "my.secret"
+    secret.write_text("s" * 32)
+    workflow = {**json.loads(WORKFLOW.read_text()), "auth": {"secret_file": "my.secret"}}
+    inv, stage, bundle = bundled(tmp_path, workflow, monkeypatch)
     assert bundle.secret is not None and bundle.secret.read_text() == "s" * 32
     assert stat.S_IMODE(bundle.secret.stat().st_mode) == 0o600
     assert json.loads(bundle.workflow.read_text())["auth"] == {"secret_file": install.SECRET_NAME}
@@ -91,13 +98,7 @@ def test_tls_files_are_made_per_host_address_and_staged_under_the_deployed_names
     inv = load_inventory(inventory(tmp_path))
     tls = install.make_certs(inv, tmp_path / "certs")
     workflow = {**json.loads(WORKFLOW.read_text()), "tls": tls}
-    (tmp_path / "wf.json").write_text(json.dumps(workflow))
-    inv = load_inventory(inventory(tmp_path, workflow="wf.json"))
-    stage = tmp_path / "stage"
-    stage.mkdir()
-    monkeypatch.setattr(install, "build_wheel", lambda project: tmp_path / "pan.whl")
-    monkeypatch.setattr(install, "wheelhouse", lambda: [])
-    bundle = install.bundle(inv, inv.workflow_path, inv.workflow, ROOT, stage)
+    inv, stage, bundle = bundled(tmp_path, workflow, monkeypatch)
     assert bundle.tls is not None
     assert bundle.tls.ca.read_bytes() == (tmp_path / "certs" / "ca.pem").read_bytes()
     assert sorted(bundle.tls.certs) == ["198.18.9.2", "198.18.9.3"]
