@@ -76,6 +76,9 @@ class SimulateOptions:
     workflow: Workflow
     data_dir: Path
     sensors: list[str] | None = None  # stream names or bare sensor ids; None = every file + INTERRUPTIONS
+    #: (K, N): of the selected sensors, only every N-th by name from the K-th, INTERRUPTIONS with K = 0; the
+    #: origin and the half-time break still come from every file, so N simulators on one WTT clock keep one pace.
+    share: tuple[int, int] | None = None
     speedup: float = 1.0  # 0 = unpaced
     start_at_ms: int | None = None  # epoch ms on the provider's clock; None = right after connecting
     skip_halftime: bool = False
@@ -566,6 +569,12 @@ def _select(data_dir: Path, wanted: list[str] | None) -> tuple[dict[str, Path], 
     return chosen, feed_interruptions, errors
 
 
+def _share(files: dict[str, Path], interruptions: bool, k: int, n: int) -> tuple[dict[str, Path], bool]:
+    """The K-th of N shares of ``files``, dealt round robin in name order; INTERRUPTIONS goes with share 0."""
+    names = sorted(files)
+    return {name: files[name] for name in names[k::n]}, interruptions and k == 0
+
+
 def _routed_sensors_without_data(workflow: Workflow, files: dict[str, Path]) -> list[str]:
     """Sensors the workflow receives that this data set never sends (e.g. a ball not used in it)."""
     routed = [stream for spec in workflow.workers for stream in inter_pan_inputs(spec)]
@@ -627,6 +636,9 @@ async def simulate(opts: SimulateOptions) -> Summary:
     if not opts.data_dir.is_dir():
         raise SimulateError(f"data folder not found: {opts.data_dir}")
     files, feed_interruptions, errors = _select(opts.data_dir, opts.sensors)
+    every_file = files
+    if opts.share is not None:
+        files, feed_interruptions = _share(files, feed_interruptions, *opts.share)
     origin = first_ts(opts.data_dir, sensor_files(opts.data_dir))
     if opts.from_ts is not None:
         origin = opts.from_ts if origin is None else max(origin, opts.from_ts)
@@ -666,7 +678,9 @@ async def simulate(opts: SimulateOptions) -> Summary:
         runners.append(SensorRunner(stream, source, link, stats, timeline, impairment, opts, send_log, frontier))
     if unrouted:
         log.warning("no receiver in workflow %r for %s: skipped", opts.workflow.name, ", ".join(unrouted))
-    no_data = _routed_sensors_without_data(opts.workflow, files) if opts.sensors is None else []
+    # Sensors the workflow routes but the data lacks are promised ended once: by the only simulator, or share 0.
+    first_share = opts.share is None or opts.share[0] == 0
+    no_data = _routed_sensors_without_data(opts.workflow, every_file) if opts.sensors is None and first_share else []
 
     progress_task = None
     started_mono = time.monotonic()

@@ -30,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--workflow", required=True, help="workflow file naming each stream's receiver")
     p.add_argument("--data", required=True, type=Path, help="folder written by `pan split`")
     p.add_argument("--sensors", help="comma-separated subset, e.g. SENSOR4,SENSOR8,INTERRUPTIONS (or 4,8)")
+    p.add_argument("--share", metavar="K/N",
+                   help="feed only the K-th of N shares of the sensors (dealt round robin by name, INTERRUPTIONS "
+                   "with share 0): N simulators on N machines, one WTT clock, together feed every sensor once")
     p.add_argument("--speedup", type=float, default=1.0, help="event-time factor; 0 = unpaced (default 1)")
     p.add_argument("--start-at", type=int, metavar="EPOCH_MS", help="common start time on the (WTT) clock")
     p.add_argument("--skip-halftime", action="store_true",
@@ -88,6 +91,14 @@ async def _run(options: SimulateOptions) -> dict:
     return (await simulate(options)).as_dict()
 
 
+def parse_share(text: str) -> tuple[int, int]:
+    """``K/N`` with 0 <= K < N, else ValueError (reported as one line)."""
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
+        raise ValueError(f"--share {text!r}: give K/N with 0 <= K < N, e.g. 0/3")
+    return int(k), int(n)
+
+
 def build_options(args: argparse.Namespace) -> SimulateOptions:
     if args.speedup < 0:
         raise ValueError("--speedup must be >= 0")
@@ -100,6 +111,7 @@ def build_options(args: argparse.Namespace) -> SimulateOptions:
         workflow=load_workflow(args.workflow),
         data_dir=args.data,
         sensors=[s.strip() for s in args.sensors.split(",") if s.strip()] if args.sensors else None,
+        share=parse_share(args.share) if args.share else None,
         speedup=args.speedup,
         start_at_ms=args.start_at,
         skip_halftime=args.skip_halftime,

@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
              cmd_simulate)
     s.add_argument("--host", help="the inventory host to run on (required)")
     s.add_argument("--data", type=Path, help="folder written by `pan split` (required)")
+    s.add_argument("--slaves", metavar="HOST,...",
+                   help="more inventory hosts: each feeds a share of the input, all on the WeakTrueTime clock of "
+                   "--host (their master) and from one start time")
     s.add_argument("extra", nargs=argparse.REMAINDER, help="more `pan simulate` options, after --")
 
     p = subparsers.add_parser("cluster", help="a test cluster on this machine: namespaces with sshd (root)")
@@ -189,8 +192,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return _fail("simulate", [f"no host {args.host!r}; known: {', '.join(inventory.hosts)}"])
     if not args.data.is_dir():
         return _fail("simulate", [f"--data {args.data} is not a folder"])
+    slaves = [h.strip() for h in (args.slaves or "").split(",") if h.strip()]
+    unknown = [h for h in slaves if h not in inventory.hosts]
+    if unknown:
+        return _fail("simulate", [f"--slaves: no host {h!r}; known: {', '.join(inventory.hosts)}" for h in unknown])
+    if args.host in slaves or len(set(slaves)) != len(slaves):
+        return _fail("simulate", ["--slaves: each host once, and not --host itself (the master)"])
     try:
-        return _run(control.simulate(inventory, args.host, args.data, args.extra))
+        return _run(control.simulate(inventory, args.host, args.data, args.extra, slaves))
     except HostError as exc:
         return _fail("simulate", [str(exc)], 1)
 
@@ -207,8 +216,9 @@ def _split_simulate_options(args: argparse.Namespace) -> str | None:
     own.add_argument("--host")
     own.add_argument("--data", type=Path)
     own.add_argument("--workflow")
+    own.add_argument("--slaves")
     found, rest = own.parse_known_args(extra)
-    for name in ("host", "data", "workflow"):
+    for name in ("host", "data", "workflow", "slaves"):
         if getattr(args, name) is None:
             setattr(args, name, getattr(found, name))
     args.extra = rest + tail

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -330,9 +332,33 @@ async def logs(inventory: Inventory, name: str, follow: bool, lines: int = 200) 
         await conn.close()
 
 
-async def simulate(inventory: Inventory, host_name: str, data: Any, extra: list[str]) -> int:
-    """Copy a split folder to ``host_name`` and run ``pan simulate`` there on the deployed workflow."""
-    host = inventory.hosts[host_name]
+#: The WeakTrueTime master's port on its host, when `simulate` runs on several hosts.
+WTT_PORT = 18600
+#: How far ahead of now the common start lies: every host must have connected its simulator by then.
+START_LEAD_S = 15.0
+
+
+async def simulate(inventory: Inventory, host_name: str, data: Any, extra: list[str],
+                   slaves: Sequence[str] = ()) -> int:
+    """Copy a split folder to ``host_name`` (and each of ``slaves``) and run ``pan simulate`` there on the
+    deployed workflow. With slaves, each host feeds its share of the input (``--share K/N``), all from one
+    start time on the WeakTrueTime clock of ``host_name``, which is their master. The exit code is the worst."""
+    names = [host_name, *slaves]
+    hosts = [inventory.hosts[name] for name in names]
+    if len(hosts) == 1:
+        return await _simulate_on(hosts[0], data, extra)
+    master = hosts[0]
+    start_at_ms = int((time.time() + START_LEAD_S) * 1000)
+    common = [*extra, "--start-at", str(start_at_ms)]
+    roles = [["--wtt-master", f"{master.address}:{WTT_PORT}"],
+             *(["--wtt-slave", f"{master.address}:{WTT_PORT}"] for _ in slaves)]
+    codes = await asyncio.gather(*(
+        _simulate_on(host, data, [*common, *role, "--share", f"{k}/{len(hosts)}"], prefix=f"{host.name}: ")
+        for k, (host, role) in enumerate(zip(hosts, roles, strict=True))))
+    return max(codes)
+
+
+async def _simulate_on(host: HostSpec, data: Any, extra: list[str], prefix: str = "") -> int:
     conn = await connect(host)
     try:
         remote = f"{host.dir}/data/{data.name}"
@@ -342,7 +368,7 @@ async def simulate(inventory: Inventory, host_name: str, data: Any, extra: list[
                    f"--data {q(remote)} " + " ".join(q(a) for a in extra))
         process = await conn.conn.create_process(command, stderr=asyncio.subprocess.STDOUT)
         async for line in process.stdout:
-            sys.stdout.write(line)
+            sys.stdout.write(prefix + line)
             sys.stdout.flush()
         await process.wait()
         return int(process.exit_status or 0)

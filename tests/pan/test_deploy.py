@@ -87,6 +87,7 @@ def test_up_status_subscribe_from_another_host_and_down(installed: dict[str, Any
         assert "running" in logs
         follow_a_log_until_interrupted(inventory)
         simulate_from_a_host(inventory, workflow, tmp_path)
+        simulate_across_hosts(inventory, tmp_path)
     finally:
         pids = recorded_pids(installed)
         down = pan("deploy", "down", inventory, timeout=300)
@@ -129,6 +130,27 @@ def simulate_from_a_host(inventory: str, workflow: dict[str, Any], tmp_path: Pat
     stream = summary["streams"]["SENSOR13"]
     assert stream["sent"] == SIMULATED and stream["lost"] == 0, stream
     assert stream["receiver"] == f"{forwarder['host']}:{forwarder['params']['ingest_port']}"
+
+
+def simulate_across_hosts(inventory: str, tmp_path: Path) -> None:
+    """`pan deploy simulate --slaves`: h4 is the WeakTrueTime master, h3 its slave; each feeds one of the two
+    sensors (its share), from one start time, and says which clock role it had."""
+    folder = tmp_path / "split-two"
+    folder.mkdir()
+    for sid in (14, 16):
+        (folder / f"SENSOR{sid}.csv").write_text(
+            "".join(sensor_row(sid, 10**13 + k * 5 * 10**9, k) + "\n" for k in range(SIMULATED)))
+    done = pan("deploy", "simulate", inventory, "--host", "h4", "--slaves", "h3", "--data", str(folder), "--",
+               "--speedup", "0", timeout=300)
+    summaries = {}
+    for host in ("h4", "h3"):
+        text = "".join(line.removeprefix(f"{host}: ") + "\n" for line in done.stdout.splitlines()
+                       if line.startswith(f"{host}: "))
+        summaries[host] = json.loads(text[text.index("{\n"):])
+    assert summaries["h4"]["wtt"]["role"] == "master" and summaries["h3"]["wtt"]["role"] == "slave"
+    fed = {stream: (host, s["sent"], s["lost"]) for host, summary in summaries.items()
+           for stream, s in summary["streams"].items()}
+    assert fed == {"SENSOR14": ("h4", SIMULATED, 0), "SENSOR16": ("h3", SIMULATED, 0)}, fed
 
 
 def test_up_refuses_a_port_in_use_and_starts_nothing(installed: dict[str, Any], test_cluster: Any) -> None:

@@ -165,6 +165,22 @@ async def test_sensor_subset_and_ts_range(fwd: tuple[Worker, Workflow], tmp_path
     assert held(worker, "SENSOR47") == [] and held(worker, "INTERRUPTIONS") == []
 
 
+async def test_shares_of_several_simulators_feed_every_sensor_once(fwd: tuple[Worker, Workflow],
+                                                                    tmp_path: Path) -> None:
+    """``share=(k, n)``: n simulators (here on one machine, unpaced) split the sensors between them."""
+    worker, workflow = fwd
+    data = small_match(tmp_path / "split")
+    summaries = [await simulate(SimulateOptions(workflow, data, share=(k, 2), speedup=0)) for k in range(2)]
+    streams = [set(s.streams) for s in summaries]
+    assert streams[0] & streams[1] == set()
+    assert streams[0] | streams[1] == {"SENSOR4", "SENSOR13", "SENSOR47", "INTERRUPTIONS"}
+    assert "INTERRUPTIONS" in streams[0] and all(s.lost == 0 and s.errors == [] for s in summaries)
+    totals = {"SENSOR4": 2000, "SENSOR13": 200, "SENSOR47": 200, "INTERRUPTIONS": 102}
+    await wait_until(lambda: worker.component.counters()["rows"] == sum(totals.values()))
+    for stream in ("SENSOR4", "SENSOR13", "SENSOR47"):
+        assert [t["ts"] for t in held(worker, stream)] == expected_ts(data, stream)
+
+
 async def test_skip_halftime_jumps_over_the_break(fwd: tuple[Worker, Workflow], tmp_path: Path) -> None:
     worker, workflow = fwd
     end1, start2 = HALF1[1], HALF2[0]
