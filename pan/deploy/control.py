@@ -368,8 +368,9 @@ async def _simulate_on(host: HostSpec, data: Any, extra: list[str], prefix: str 
                    f"--data {q(remote)} " + " ".join(q(a) for a in extra))
         process = await conn.conn.create_process(command, stderr=asyncio.subprocess.STDOUT)
         async for line in process.stdout:
-            sys.stdout.write(prefix + line)
-            sys.stdout.flush()
+            if line:  # whole lines only: several hosts' outputs interleave
+                sys.stdout.write(prefix + (line if line.endswith("\n") else line + "\n"))
+                sys.stdout.flush()
         await process.wait()
         return int(process.exit_status or 0)
     finally:

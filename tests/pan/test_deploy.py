@@ -146,7 +146,8 @@ def simulate_across_hosts(inventory: str, tmp_path: Path) -> None:
     for host in ("h4", "h3"):
         text = "".join(line.removeprefix(f"{host}: ") + "\n" for line in done.stdout.splitlines()
                        if line.startswith(f"{host}: "))
-        summaries[host] = json.loads(text[text.index("{\n"):])
+        summaries[host], end = json.JSONDecoder().raw_decode(text, text.index("{\n"))
+        assert not text[end:].strip(), (host, text[end:])  # nothing after the summary: no failure line
     assert summaries["h4"]["wtt"]["role"] == "master" and summaries["h3"]["wtt"]["role"] == "slave"
     fed = {stream: (host, s["sent"], s["lost"]) for host, summary in summaries.items()
            for stream, s in summary["streams"].items()}
