@@ -8,9 +8,10 @@ alone, a feed faster than the workflow would grow those rings without bound;
 ``FeedBrake`` watches them through every worker's ``/streams``
 (``holders_behind`` of each output) and is *engaged* while some output holds
 more unread tuples than ``engage_at`` times its ``buffer_size``, until all are
-below ``release_at`` times theirs. The simulator's pacer waits while it is
-engaged and shifts its event-time schedule by the wait, so the feed resumes
-where it stopped instead of bursting to catch up.
+below ``release_at`` times theirs (read once a second, less often when the
+reading itself takes long). The simulator's pacer waits while it is engaged
+and shifts its event-time schedule by the wait, so the feed resumes where it
+stopped instead of bursting to catch up.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
 
 from pan.auth import bearer
 from pan.repository_client import http_url
@@ -34,7 +36,11 @@ log = logging.getLogger(__name__)
 
 ENGAGE_AT = 1.0  # unread tuples per buffer_size of the worst output that holds the feed
 RELEASE_AT = 0.5  # ... and that lets it go again (hysteresis: no flapping at the threshold)
-POLL_S = 0.25
+POLL_S = 1.0
+#: A round of polls may take at most this share of the driver's time: on a starved machine (a test runs CPU
+#: hogs beside the replay) reading every worker's /streams four times a second took most of what the replay
+#: driver got, and the feed crawled.
+POLL_SHARE = 0.2
 REQUEST_TIMEOUT_S = 10.0
 #: A stall this long means something other than load (a worker that stopped reading); the feed goes on, and
 #: the holds keep it lossless at the cost of memory.
@@ -129,6 +135,7 @@ class FeedBrake:
         tls = trust.client_tls()
         async with aiohttp.ClientSession(timeout=timeout, headers=bearer(trust.token)) as session:
             while True:
+                started = time.monotonic()
                 answers = await asyncio.gather(*(self._poll(session, url, tls) for url in urls))
                 readings: dict[str, float] = {}
                 for answer in answers:
@@ -137,7 +144,7 @@ class FeedBrake:
                     else:
                         readings.update(answer)
                 self.update(readings)
-                await asyncio.sleep(self.poll_s)
+                await asyncio.sleep(max(self.poll_s, (time.monotonic() - started) * (1 / POLL_SHARE - 1)))
 
     @staticmethod
     async def _poll(session: aiohttp.ClientSession, url: Any, tls: ssl.SSLContext | None) -> dict[str, float] | None:
@@ -145,7 +152,7 @@ class FeedBrake:
             async with session.get(url, ssl=tls if tls is not None else True) as response:
                 if response.status != 200:
                     return None
-                answer = await response.json()
+                answer = orjson.loads(await response.read())
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return None
         return unread_per_buffer(answer)

@@ -45,7 +45,10 @@ def replay(data: Path, out: Path) -> dict[str, Any]:
          "--quiet-s", str(QUIET_S),
          # the break between the halves is dead time: under CPU hogs its slices cost wall time in scheduling
          # waits, not work (a loaded replay took 20 of its 25 minutes there); the game-time jump stays
-         "--skip-halftime"],
+         "--skip-halftime",
+         # The outputs' independence of load is the point here, not the lossless feed (tests/simulator/
+         # test_lossless_replay.py): without the brake's polling, the starved replay driver only feeds and records.
+         "--strict-pace"],
         cwd=ROOT, capture_output=True, timeout=1500, check=False,
         **shared_lifeline().spawn_options(),  # a killed pytest leaves no replay behind
     )
