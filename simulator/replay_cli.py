@@ -79,14 +79,13 @@ def prepared_workflow(path: Path, out_dir: Path, *, free_ports: bool, lossless: 
     return prepared
 
 
-def preflight(workflow: Workflow, data: Path, attach: bool = False) -> str | None:
-    """What would make the replay fail once started, found before anything starts (None: nothing).
-    An attached workflow runs already: its ports are taken by itself."""
+def preflight(workflow: Workflow, data: Path, check_ports: bool = True) -> str | None:
+    """What would make the replay fail once started, found before anything starts (None: nothing)."""
     if not data.is_dir():
         return f"--data {data}: no such folder (a folder written by `pan split`)"
     if not sensor_files(data):
         return f"--data {data}: no SENSOR<id>.csv files in it (a folder written by `pan split`)"
-    taken = [] if attach else ports_in_use(workflow, is_local_host, repositories_to_start(workflow))
+    taken = ports_in_use(workflow, is_local_host, repositories_to_start(workflow)) if check_ports else []
     if taken:
         return f"port(s) in use: {', '.join(taken)} (another replay or `pan run`? --free-ports moves the workflow)"
     return None
@@ -99,9 +98,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        workflow_path = prepared_workflow(Path(args.workflow), args.record, free_ports=args.free_ports,
-                                          lossless=not (args.strict_pace or args.attach))
-        workflow = load_workflow(workflow_path)
+        workflow = load_workflow(args.workflow)
         impair = ImpairProfile.load(args.impair) if args.impair else None
         Trust.of(workflow)  # a closed workflow's secret and CA must load before anything starts
     except (WorkflowError, ProfileError, OSError, AuthError, TlsError) as exc:
@@ -113,9 +110,17 @@ def run(args: argparse.Namespace) -> int:
     if args.wire == "arrow" and not arrow_pages.available():
         print("pan replay: --wire arrow needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
         return 2
-    problem = preflight(workflow, args.data, args.attach)
+    # Ports are the workflow's own unless it runs already (--attach) or moves to free ones (--free-ports).
+    problem = preflight(workflow, args.data, check_ports=not (args.attach or args.free_ports))
     if problem is not None:
         print(f"pan replay: {problem}", file=sys.stderr)
+        return 2
+    try:  # only now is anything written: the workflow as this replay runs it, next to the recording
+        workflow_path = prepared_workflow(Path(args.workflow), args.record, free_ports=args.free_ports,
+                                          lossless=not (args.strict_pace or args.attach))
+        workflow = load_workflow(workflow_path)
+    except (WorkflowError, OSError) as exc:
+        print(f"pan replay: {exc}", file=sys.stderr)
         return 2
     options = SimulateOptions(
         workflow=workflow,
