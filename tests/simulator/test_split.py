@@ -107,7 +107,7 @@ def test_split_real_format_fixture_with_malformed_rows(spark: object, tmp_path: 
 
 def test_split_missing_input_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["split", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "out")]) == 2
-    assert "input not found" in capsys.readouterr().out
+    assert "pan split: input not found" in capsys.readouterr().err  # errors go to stderr, output to stdout
 
 
 def test_old_java_is_rejected_with_a_clear_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
