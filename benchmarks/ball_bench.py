@@ -53,7 +53,7 @@ def load_events(data: Path, seconds: float) -> dict[str, list[dict[str, Any]]]:
     """The first ``seconds`` of play as ball rows, player rows and interruption events (not timed)."""
     import numpy as np
 
-    from workers import debs
+    from pan_debs.workers import debs
 
     text = (data / "full-game").read_bytes().replace(b"\n", b",").decode()
     rows = np.fromstring(text, dtype=np.int64, sep=",").reshape(-1, 13)

@@ -162,7 +162,7 @@ async def control_probes(cluster: parts.Cluster, t0: float, feeder: common.Child
 
 
 def output_streams(cluster: parts.Cluster) -> list[str]:
-    from simulator.replay import output_streams as streams_of
+    from pan_debs.simulator.replay import output_streams as streams_of
 
     return streams_of(cluster.workflow)
 

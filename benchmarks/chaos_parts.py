@@ -440,7 +440,7 @@ async def record(workflow_path: Path, out_dir: Path, name: str, tight: bool) -> 
 
     from pan.client import StreamSubscriber
     from pan.workflow import load_workflow
-    from simulator.replay import output_streams
+    from pan_debs.simulator.replay import output_streams
 
     workflow = load_workflow(workflow_path)
     chosen = set(tight_streams(workflow))

@@ -314,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
 def prepare(root: Path, seconds: float) -> Path:
     """``seconds`` of a generated match (seed 2013), split per sensor without Spark."""
     from benchmarks.query_delay import plain_split
-    from simulator.match import generate
+    from pan_debs.simulator.match import generate
 
     generate(root / "game", seconds / 60, seed=2013)
     return plain_split(root / "game", root / "split")

@@ -44,7 +44,7 @@ SECTION = "dashboard-bench"
 COUNTS = (1, 10, 50)
 TIMED = ("A1", "BP_wholeGame_A")
 PLAYERS = [f"{team}{n}" for team in "AB" for n in range(1, 9)]
-#: What the match page wants (workers/dashboard/static/dashboard.js, `wanted`), for the default choices.
+#: What the match page wants (pan_debs/workers/dashboard/static/dashboard.js, `wanted`), for the default choices.
 WANTED = ["ACTIVEBALL", "REFEREE", "SHOTS", "HM_wholeGame_16x25_A2",
           *PLAYERS, *(f"BP_{p}" for p in PLAYERS), *(f"RUN_{p}" for p in PLAYERS),
           *(f"RUNAGG_wholeGame_{p}" for p in PLAYERS),
@@ -164,8 +164,8 @@ async def phases(args: argparse.Namespace, workflow: Path, repository: str, done
 
 async def measure(args: argparse.Namespace, work: Path, data: Path) -> tuple[list[Phase], dict[str, list[float]]]:
     from pan.workflow import load_workflow
-    from simulator.replay import replay
-    from simulator.simulate import SimulateOptions, simulate
+    from pan_debs.simulator.replay import replay
+    from pan_debs.simulator.simulate import SimulateOptions, simulate
 
     path = on_free_ports_copy(ROOT / "workflows" / "full_game_3_peers.json", work)
     workflow = load_workflow(path)
@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     minutes = (len(COUNTS) * args.reps * (args.phase_s + 1.5) + MARGIN_S) / 60
     with tempfile.TemporaryDirectory(prefix="pan-dash-bench-") as tmp:
         work = Path(tmp)
-        from simulator.realistic import generate
+        from pan_debs.simulator.realistic import generate
 
         generate(work / "game", minutes, args.seed)
         data = plain_split(work / "game", work / "split")

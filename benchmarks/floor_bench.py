@@ -30,7 +30,7 @@ SECTION = "floor-bench"
 PS = 10**12
 STEP_PS = PS  # event time per step; outputs do not depend on it, only the per-step overhead does
 TAKE_ROWS = 1 << 30  # a source hands out every row of a step at once
-ARRAYS_PARAM = "arrays"  # workers.arrays.PARAM: the components' array path (true) or per-event path (false)
+ARRAYS_PARAM = "arrays"  # pan_debs.workers.arrays.PARAM: the components' array path (true) or per-event path (false)
 #: the components' paths: each one's default (as the workflow runs), every array path, every per-event path
 PATHS: dict[str, bool | None] = {"defaults": None, "arrays": True, "per_event": False}
 
@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def sensor_row(line: bytes) -> dict[str, int]:
     """A CSV sensor row as a component gets it from a forwarder (without its stream index ``i``)."""
-    from simulator.debs_rows import SENSOR_FIELDS
+    from pan_debs.simulator.debs_rows import SENSOR_FIELDS
 
     return dict(zip(SENSOR_FIELDS, map(int, line.split(b",")), strict=True))
 
@@ -100,8 +100,8 @@ def run_chain(workflow: Path, data: Path, on_step: Callable[[Any], None] | None 
     each component type spends (``timed_components``).
     """
     from pan.chain import ComponentChain
-    from simulator.simulate import interruptions_source
-    from simulator.sources import INTERRUPTIONS_STREAM, RowSource, sensor_files
+    from pan_debs.simulator.simulate import interruptions_source
+    from pan_debs.simulator.sources import INTERRUPTIONS_STREAM, RowSource, sensor_files
 
     chain = ComponentChain(with_path(workflow, arrays))
     if spent is not None:

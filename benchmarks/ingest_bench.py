@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         "config": {"minutes": args.minutes, "reps": args.reps, "feed": args.feed, "loop": eventloop.loop_name()},
     }
     with tempfile.TemporaryDirectory(prefix="pan-ingest-bench-") as tmp:
-        from simulator.match import generate
+        from pan_debs.simulator.match import generate
 
         generate(Path(tmp), args.minutes, seed=2013)
         files = feed_files(Path(tmp) / "full-game", args.feed)
@@ -128,7 +128,7 @@ async def one_run(files: list[Path], streams: set[str], rows: int, *, parse_bloc
     from pan.decoders import encode_batches
     from pan.ingest import IngestServer, IngestSettings
     from pan.streams import OutputStream
-    from simulator.debs_rows import DebsCsvDecoder
+    from pan_debs.simulator.debs_rows import DebsCsvDecoder
 
     outputs = {name: OutputStream(name) for name in streams}
     server: IngestServer
@@ -195,7 +195,7 @@ def measure_parse(files: list[Path], reps: int) -> dict[str, Any]:
     " 5") that the block parser does as it goes.
     """
     from pan.int_csv import parse_block
-    from simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS, DebsCsvDecoder
+    from pan_debs.simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS, DebsCsvDecoder
 
     block_bytes = one_read(files)
     lines = block_bytes.splitlines()
@@ -228,7 +228,7 @@ def measure_render(files: list[Path], reps: int) -> dict[str, Any]:
     import orjson
 
     from pan.int_csv import RowBlock, parse_block
-    from simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS
+    from pan_debs.simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS
 
     block = parse_block(one_read(files), CSV_LAYOUT, 16 * 1024)
     rows = RowBlock(block, np.arange(len(block.taken)), CSV_LAYOUT)

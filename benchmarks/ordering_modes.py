@@ -92,7 +92,9 @@ def ordered_workers(workflow: Any) -> list[Any]:
 
 
 async def sample_units(workflow: Any, samples: dict[str, list[dict[str, Any]]], period_s: float = SAMPLE_S) -> None:
-    """Append each ordered worker's unit state every ``period_s`` until cancelled (a `simulator.replay` observer)."""
+    """Append each ordered worker's unit state every ``period_s`` until cancelled.
+
+    An observer of `pan_debs.simulator.replay`."""
     import aiohttp
 
     specs = ordered_workers(workflow)
@@ -152,10 +154,10 @@ async def replay_sampled(
     from pan.catalog import get_component_type
     from pan.ordering import PARAM_KEYS, OrderingSettings
     from pan.workflow import load_workflow
-    from simulator.impair import ImpairProfile
-    from simulator.replay import replay
-    from simulator.simulate import SimulateOptions, simulate
-    from simulator.sources import first_ts, sensor_files
+    from pan_debs.simulator.impair import ImpairProfile
+    from pan_debs.simulator.replay import replay
+    from pan_debs.simulator.simulate import SimulateOptions, simulate
+    from pan_debs.simulator.sources import first_ts, sensor_files
 
     workflow = load_workflow(workflow_path)
     specs = ordered_workers(workflow)
@@ -195,7 +197,7 @@ async def replay_sampled(
 
 def outage_windows(profile_path: Path) -> dict[str, list[tuple[float, float]]]:
     """Input stream -> its drop-outage windows (event seconds after the first row), from the profile."""
-    from simulator.impair import ImpairProfile
+    from pan_debs.simulator.impair import ImpairProfile
 
     profile = ImpairProfile.load(profile_path)
     out: dict[str, list[tuple[float, float]]] = {}
@@ -322,7 +324,7 @@ def first_half(game: Path, out: Path) -> Path:
     game time at once for a short match) loads the machine in the middle.
     """
     from benchmarks.query_delay import plain_split
-    from simulator.debs import HALF1
+    from pan_debs.simulator.debs import HALF1
 
     return plain_split(game, out, until_ts=HALF1[1])
 
@@ -333,7 +335,7 @@ def prepare_data(args: argparse.Namespace, work: Path) -> Path:
         from benchmarks.query_delay import given_split
 
         return given_split(Path(args.data))
-    from simulator.realistic import generate
+    from pan_debs.simulator.realistic import generate
 
     generate(work / "game", 2 * (20 / 60 if args.quick else args.minutes), seed=2013)
     return first_half(work / "game", work / "split")

@@ -103,7 +103,7 @@ def workers_by_peer(workflow: Path) -> dict[str, list[str]]:
 
 def event_time_s(data: Path) -> float:
     """Event-time span of a split folder (first to last sensor row), in seconds."""
-    from simulator.sources import first_ts, last_ts, sensor_files
+    from pan_debs.simulator.sources import first_ts, last_ts, sensor_files
 
     files = sensor_files(data)
     first, last = first_ts(data, files), last_ts(data, files)

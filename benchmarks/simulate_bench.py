@@ -22,7 +22,7 @@ from typing import Any
 
 from benchmarks import common
 from pan import eventloop
-from simulator.debs import HALF1
+from pan_debs.simulator.debs import HALF1
 
 HELP = "unpaced `pan simulate` throughput into one forwarder process (or a byte sink), and the simulator's CPU"
 SECTION = "simulate-bench"

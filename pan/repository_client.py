@@ -347,6 +347,7 @@ class Lease:
         self.refresh_s = refresh_s
         self.log = log
         self._reachable = dict.fromkeys(range(len(self.clients)), True)
+        self._released = False
 
     @property
     def reachable(self) -> bool:
@@ -355,7 +356,7 @@ class Lease:
 
     async def publish(self) -> None:
         """Publish (or refresh) once, to every repository at the same time."""
-        if not self.registration.streams:
+        if not self.registration.streams or self._released:
             return
         answers = await asyncio.gather(*(client.publish(self.registration) for client in self.clients))
         for n, (client, reachable) in enumerate(zip(self.clients, answers, strict=True)):
@@ -371,5 +372,8 @@ class Lease:
             await self.publish()
 
     async def release(self) -> None:
-        """Unpublish everywhere, so subscribers move on at once rather than when the lease runs out."""
+        """Unpublish everywhere, so subscribers move on at once rather than when the lease runs out.
+
+        A released lease publishes no more, so a refresh that is still due cannot undo the release."""
+        self._released = True
         await asyncio.gather(*(client.unpublish(self.registration) for client in self.clients))

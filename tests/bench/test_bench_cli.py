@@ -344,8 +344,8 @@ def test_replay_and_distribution_refuse_bad_wires_and_reps(args: list[str]) -> N
 def test_pyspy_profile_folds_collapsed_stacks_by_function(tmp_path: Path) -> None:
     env = "/work/.venv/lib/python3.11/site-packages"
     (tmp_path / "a.txt").write_text(
-        f"run (pan/ordered.py:129);process (workers/hits.py:90) 3\n"
-        f"run (pan/ordered.py:129);process (workers/hits.py:95) 1\n"
+        f"run (pan/ordered.py:129);process (pan_debs/workers/hits.py:90) 3\n"
+        f"run (pan/ordered.py:129);process (pan_debs/workers/hits.py:95) 1\n"
         f"_run_once (asyncio/base_events.py:1922);select ({env}/selectors.py:468) 4\n"
         "garbage line\n"
     )
@@ -354,7 +354,8 @@ def test_pyspy_profile_folds_collapsed_stacks_by_function(tmp_path: Path) -> Non
     for name in ("a.txt", "b.txt", "missing.txt"):
         profile.add_file(tmp_path / name)
     assert profile.samples == 10
-    assert profile.share(profile.self_time, 2) == [("process (workers/hits.py)", 0.4), ("select (selectors.py)", 0.4)]
+    assert profile.share(profile.self_time, 2) == [("process (pan_debs/workers/hits.py)", 0.4),
+                                                   ("select (selectors.py)", 0.4)]
     assert profile.share_of("run") == 0.6 and profile.share_of("process") == 0.4 and profile.share_of("nothing") == 0
 
 

@@ -31,7 +31,7 @@ pytestmark = [
 ]
 
 MINUTES = "0.5"
-QUIET_S = 15.0  # only for outputs without a watermark, which this workflow does not have (simulator/replay.py)
+QUIET_S = 15.0  # only for outputs without a watermark, which this workflow does not have (pan_debs/simulator/replay.py)
 MIN_SLOWDOWN = 3.0
 HOG = "while True:\n    pass\n"
 

@@ -10,10 +10,17 @@ from pathlib import Path
 from pan.catalog import ENTRY_POINT_GROUP, component_types
 from tests.conftest import ROOT
 
-PACKAGES = ("pan", "simulator", "workers", "benchmarks")
-#: Which package may import which (``pan/cli.py`` loads command modules by name, not by import).
-ALLOWED = {"pan": {"pan"}, "simulator": {"pan", "simulator"}, "workers": {"pan", "simulator", "workers"},
-           "benchmarks": set(PACKAGES)}
+#: The layers, bottom up; the scenario's two live in the one package ``pan_debs``.
+LAYERS = ("pan", "pan_debs.simulator", "pan_debs.workers", "benchmarks")
+#: Which layer may import which (``pan/cli.py`` loads command modules by name, not by import).
+ALLOWED = {"pan": {"pan"}, "pan_debs.simulator": {"pan", "pan_debs.simulator"},
+           "pan_debs.workers": {"pan", "pan_debs.simulator", "pan_debs.workers"}, "benchmarks": set(LAYERS)}
+
+
+def layer(module: str) -> str:
+    """The layer a module belongs to: its package, or for ``pan_debs`` its subpackage."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "pan_debs" else parts[0]
 
 
 def module_name(path: Path) -> str:
@@ -39,7 +46,7 @@ def imports(path: Path) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    files = {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    files = {module_name(p): p for pkg in LAYERS for p in (ROOT / pkg.replace(".", "/")).rglob("*.py")}
     return {name: {m for m in imports(path) if m in files and m != name} for name, path in files.items()}
 
 
@@ -87,30 +94,32 @@ def test_cycle_finder_finds_a_cycle() -> None:
 
 def test_imports_only_go_down_the_layers() -> None:
     upward = [(name, dep) for name, deps in import_graph().items() for dep in deps
-              if dep.split(".")[0] not in ALLOWED[name.split(".")[0]]]
+              if layer(dep) not in ALLOWED[layer(name)]]
     assert upward == []
 
 
 def test_every_component_type_comes_through_the_entry_point_group() -> None:
     modules = {entry.value for entry in entry_points(group=ENTRY_POINT_GROUP)}
-    assert {"pan.builtin_components", "pan.ordered", "workers.components"} <= modules
+    assert {"pan.builtin_components", "pan.ordered", "pan_debs.workers.components"} <= modules
     types = component_types()
     assert {"forwarder", "repeater", "merge", "active_ball", "heatmap", "shots"} <= types.keys()
-    assert all(cls.__module__.split(".")[0] in ("pan", "workers", "tests") or cls.__module__ == "readme_example"
+    assert all(layer(cls.__module__) in ("pan", "pan_debs.workers", "tests") or cls.__module__ == "readme_example"
                for cls in types.values())
 
 
 def test_the_cli_names_no_scenario_module() -> None:
     source = (ROOT / "pan" / "cli.py").read_text()
-    assert not [pkg for pkg in ("workers", "simulator", "benchmarks") if re.search(rf"\b{pkg}\.\w", source)]
+    assert not [pkg for pkg in ("pan_debs", "workers", "simulator", "benchmarks")
+                if re.search(rf"\b{pkg}\.\w", source)]
     assert not {name.split(".")[0] for name in imports(ROOT / "pan" / "cli.py")} - {"pan", "argparse", "logging",
                                                                                     "sys", "importlib", "__future__"}
     commands = {entry.value for entry in entry_points(group="pan.commands")}
-    assert {"pan.commands.runtime", "workers.demo_cli", "simulator.simulate_cli", "benchmarks.cli"} <= commands
+    assert {"pan.commands.runtime", "pan_debs.workers.demo_cli", "pan_debs.simulator.simulate_cli",
+            "benchmarks.cli"} <= commands
 
 
 #: Words of the soccer scenario that the generic core must not contain, in code, names, comments or docstrings:
-#: what wears the sources and what the scenario names its streams and CSV fields (``simulator/debs_rows.py``).
+#: what wears the sources and what the scenario names its streams and CSV fields (``pan_debs/simulator/debs_rows.py``).
 #: Only words that cannot be ordinary English or generic code ("a", "v", "x" can).
 SCENARIO_WORDS = re.compile(
     r"(?<![A-Za-z0-9])(?:sensors?|players?|balls?|debs|sensor\d+|sid|vx|vy|vz|ax|ay|az|goal(?:keeper)?s?|referees?)"

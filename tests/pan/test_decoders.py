@@ -11,7 +11,7 @@ from pan.repository import RepositoryServer
 from pan.schema import MISSING_FIELD, NOT_INT64
 from pan.specs import WorkflowError
 from pan.workflow import parse_workflow
-from simulator.debs_rows import DebsCsvDecoder
+from pan_debs.simulator.debs_rows import DebsCsvDecoder
 from tests.conftest import HOST, WorkerGroup, forwarder, make_workflow, sensor_row, wait_until, workflow_dict
 
 

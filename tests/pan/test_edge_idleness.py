@@ -24,8 +24,8 @@ import pytest
 from pan.ingest import END_OF_STREAM, Connection, IngestServer, IngestSettings, promise_line
 from pan.ordering import PS_PER_MS
 from pan.repository import RepositoryServer
-from simulator.debs_rows import DebsCsvDecoder
-from simulator.simulate import SimulateOptions, simulate
+from pan_debs.simulator.debs_rows import DebsCsvDecoder
+from pan_debs.simulator.simulate import SimulateOptions, simulate
 from tests.conftest import HOST, Processes, WorkerGroup, forwarder, free_port, make_workflow, wait_until, workflow_dict
 from tests.pan.test_hardening_readers import answer
 from tests.simulator.test_simulate import PS, T0, rate_rows, write_split

@@ -19,8 +19,8 @@ from pan.ingest import END_OF_STREAM
 from pan.repository import RepositoryServer
 from pan.specs import WorkflowError
 from pan.worker import Worker
-from simulator.impair import ImpairProfile
-from simulator.simulate import SimulateOptions, simulate
+from pan_debs.simulator.impair import ImpairProfile
+from pan_debs.simulator.simulate import SimulateOptions, simulate
 from tests.conftest import HOST, WorkerGroup, forwarder, free_port, get_json, make_workflow, wait_until
 from tests.simulator.test_simulate import PS, T0, rate_rows, write_split
 

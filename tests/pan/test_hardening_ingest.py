@@ -23,7 +23,7 @@ from pan.streams import OutputStream
 from pan.web import free_port
 from pan.worker import Worker
 from pan.workflow import parse_workflow
-from simulator.sources import interruption_lines
+from pan_debs.simulator.sources import interruption_lines
 from tests.conftest import (
     WorkerGroup,
     forwarder,
@@ -473,7 +473,7 @@ async def test_a_simulated_sensor_that_pauses_past_the_idle_timeout_reconnects_w
     repository: RepositoryServer, workers: WorkerGroup
 ) -> None:
     """A paced replay pauses over the half-time break; the forwarder closes the idle link meanwhile."""
-    from simulator.simulate import Link, StreamStats
+    from pan_debs.simulator.simulate import Link, StreamStats
 
     worker = await start_forwarder(repository, workers, params={"idle_timeout_s": 0.3})
     assert worker.spec.params["ingest_port"] is not None

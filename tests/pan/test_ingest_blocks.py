@@ -20,8 +20,8 @@ from pan.ingest import END_OF_STREAM, Connection, IngestServer, IngestSettings, 
 from pan.int_csv import RowBlock, parse_block
 from pan.repository import RepositoryServer
 from pan.schema import INT64_MAX, INT64_MIN, TS_LIMIT
-from simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS, DebsCsvDecoder
-from simulator.match import generate
+from pan_debs.simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS, DebsCsvDecoder
+from pan_debs.simulator.match import generate
 from tests.conftest import HOST, WorkerGroup, forwarder, make_workflow, wait_until
 
 SENSORS = (4, 8, 10, 47, 105)

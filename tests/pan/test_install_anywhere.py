@@ -69,10 +69,17 @@ def _free_copy(shipped: Path, folder: Path) -> Path:
     return target
 
 
-def test_no_generic_package_but_the_scenario_is_installed(installed: Path, tmp_path: Path) -> None:
+def test_only_pan_named_packages_are_installed(installed: Path, tmp_path: Path) -> None:
+    """The wheel adds ``pan`` and the scenario ``pan_debs`` to an environment, and no other top-level package."""
+    env = {**os.environ, "PYTHONPATH": ""}
     found = subprocess.run([str(installed / "python"), "-c", "import benchmarks"], cwd=tmp_path, capture_output=True,
-                           env={**os.environ, "PYTHONPATH": ""})
+                           env=env)
     assert found.returncode != 0
+    listed = subprocess.run([str(installed / "python"), "-c", "from importlib.metadata import files; "
+                             "print(*sorted({f.parts[0] for f in files('pan') if f.suffix == '.py'}))"],
+                            cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == ["pan", "pan_debs"]
 
 
 def test_demo_forwarding_runs_from_any_directory(installed: Path, tmp_path: Path) -> None:

@@ -61,6 +61,18 @@ async def test_wait_for_publishers_counts_producers_and_repeaters(repository: Re
             await client.wait_for_publishers(["A"], timeout_s=0.5, repeaters=2)
 
 
+async def test_a_released_lease_publishes_no_more(repository: RepositoryServer) -> None:
+    """A refresh still due when the owner releases (its keep task not cancelled yet) cannot undo the release."""
+    async with RepositoryClient((HOST, repository.port)) as client:
+        lease = Lease(client, Registration(("S",), HOST, 9005, ttl_ms=3000), refresh_s=0.1,
+                      log=logging.getLogger("test"))
+        await lease.publish()
+        assert "S" in await client.streams()
+        await lease.release()
+        await lease.publish()  # what the keep task would do next
+        assert await client.streams() == {}
+
+
 async def test_a_lease_survives_a_repository_restart(repository: RepositoryServer) -> None:
     port = repository.port
     registration = Registration(("S",), HOST, 9005, ttl_ms=3000)
@@ -76,7 +88,7 @@ async def test_a_lease_survives_a_repository_restart(repository: RepositoryServe
             await restarted.start()
             try:
                 await client.wait_for_publishers(["S"], timeout_s=10)
-                assert lease.reachable
+                await wait_until(lambda: lease.reachable, timeout_s=10)  # the refresh's answer may still be on its way
                 await lease.release()
                 assert await client.streams() == {}
             finally:

@@ -13,9 +13,9 @@ from pan.repository import RepositoryServer
 from pan.specs import WorkflowError
 from pan.streams import OutputStream
 from pan.workflow import parse_workflow
-from simulator.backpressure import FeedBrake, unread_per_buffer
-from simulator.clock import LocalTime
-from simulator.simulate import Pacer
+from pan_debs.simulator.backpressure import FeedBrake, unread_per_buffer
+from pan_debs.simulator.clock import LocalTime
+from pan_debs.simulator.simulate import Pacer
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, repeater, sensor_row, wait_until, workflow_dict
 
 STREAMS = ["SENSOR4"]

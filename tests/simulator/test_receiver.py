@@ -11,7 +11,7 @@ import pytest
 
 from pan.ingest import send_lines
 from pan.web import free_port
-from simulator.receiver import DebugReceiver, spread_stats
+from pan_debs.simulator.receiver import DebugReceiver, spread_stats
 from tests.conftest import ROOT, sensor_row, wait_until
 
 PS = 10**12

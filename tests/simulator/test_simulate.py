@@ -15,10 +15,10 @@ from pan.lifeline import shared_lifeline
 from pan.repository import RepositoryServer
 from pan.specs import Workflow
 from pan.worker import Worker
-from simulator.clock import SkewedTime
-from simulator.debs import HALF1, HALF2
-from simulator.simulate import SimulateOptions, simulate
-from simulator.sources import halftime_break, rows_around
+from pan_debs.simulator.clock import SkewedTime
+from pan_debs.simulator.debs import HALF1, HALF2
+from pan_debs.simulator.simulate import SimulateOptions, simulate
+from pan_debs.simulator.sources import halftime_break, rows_around
 from tests.conftest import ROOT, WorkerGroup, forwarder, free_port, make_workflow, sensor_row, wait_until
 
 PS = 10**12
@@ -393,7 +393,7 @@ def test_replay_cli_on_free_ports_records_every_row(tmp_path: Path) -> None:
 
     split = tmp_path / "split"
     split.mkdir()
-    rows = ROOT.joinpath("workers", "data", "demo_rows.csv").read_text().splitlines()
+    rows = ROOT.joinpath("pan_debs", "workers", "data", "demo_rows.csv").read_text().splitlines()
     by_sensor: dict[str, list[str]] = {}
     for row in rows:
         by_sensor.setdefault(row.split(",", 1)[0], []).append(row)

@@ -26,7 +26,7 @@ import numpy as np
 import orjson
 
 from pan.testing import OutputReader, build_component, in_input_order
-from workers import debs
+from pan_debs.workers import debs
 
 KEYS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
 CHUNK_PS = 5 * debs.PS_PER_S

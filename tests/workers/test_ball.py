@@ -1,4 +1,4 @@
-"""active_ball: which ball is in play (rules in workers/ball.py)."""
+"""active_ball: which ball is in play (rules in pan_debs/workers/ball.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from pan.specs import WorkflowError
 from pan.testing import build_component, output_tuples
+from pan_debs.workers import debs
 from tests.support import ballgame
-from workers import debs
 
 KO = debs.FIRST_HALF[0]
 MS = debs.PS_PER_MS

@@ -1,4 +1,4 @@
-"""ball_hits: one hit per kick, by the player whose sensor is within 1 m (rules in workers/hits.py)."""
+"""ball_hits: one hit per kick, by the player whose sensor is within 1 m (rules in pan_debs/workers/hits.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from pan.specs import WorkflowError
 from pan.testing import build_component, output_tuples
+from pan_debs.workers import debs
 from tests.support import ballgame
-from workers import debs
 
 KO = debs.FIRST_HALF[0]
 MS = debs.PS_PER_MS

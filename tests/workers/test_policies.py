@@ -105,7 +105,7 @@ def player_row(sid: int, ts: int, x: int, y: int) -> dict[str, int]:
 def kick_feed(drop_b3_rows: int) -> list[dict[str, int]]:
     """A2 (sid 47) 0.9 m from a kick, B3 (sid 65) 1.1 m away (out of range): with B3's last ``drop_b3_rows``
     rows lost, B3's sensor could have come nearer than A2's in the meantime (at up to 12 m/s)."""
-    from workers.debs import FIRST_HALF
+    from pan_debs.workers.debs import FIRST_HALF
 
     t0 = FIRST_HALF[0] + 1000 * MS
     rows = [player_row(47, t0 - k * 5 * MS, 26900, 0) for k in range(10, 0, -1)]
@@ -132,7 +132,7 @@ def test_a_hit_that_lost_rows_could_change_is_withheld_under_nfp(policy: str) ->
 
 
 def test_a_possession_across_a_ball_data_gap_is_uncertain_under_nfp() -> None:
-    from workers.debs import FIRST_HALF
+    from pan_debs.workers.debs import FIRST_HALF
 
     t0 = FIRST_HALF[0] + 1000 * MS
     hit = {"ts": t0, "player": "A2", "sid": 4, "x": 26000, "y": 0, "z": 100, "a": 90_000_000}

@@ -19,7 +19,7 @@ import pytest
 
 from pan.cli import main
 from pan.testing import output_tuples
-from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
+from pan_debs.workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
 
 S1, E1 = FIRST_HALF
 S2 = SECOND_HALF[0]
@@ -82,7 +82,7 @@ def wandering_rows(sid: int, seed: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def hand_made(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from workers.reference import run_reference
+    from pan_debs.workers.reference import run_reference
 
     data = tmp_path_factory.mktemp("hand-split")
     files = {
@@ -248,8 +248,8 @@ def sensor_array(split: Path, sids: list[int]) -> np.ndarray:
 
 def interruptions_fed(split: Path, heartbeats: bool = True) -> list[dict[str, Any]]:
     """The INTERRUPTIONS stream exactly as `pan simulate` feeds it (begin/end, heartbeats every 100 ms)."""
-    from simulator.simulate import HEARTBEAT_PS
-    from simulator.sources import first_ts, interruption_lines, last_ts, sensor_files
+    from pan_debs.simulator.simulate import HEARTBEAT_PS
+    from pan_debs.simulator.sources import first_ts, interruption_lines, last_ts, sensor_files
 
     files = sensor_files(split)
     beat = (first_ts(split, files), last_ts(split, files), HEARTBEAT_PS) if heartbeats else None
@@ -264,8 +264,8 @@ def q2_streaming_outputs(split: Path, heartbeats: bool = True) -> dict[str, list
     chunk, as its ordering unit delivers them when nothing is late.
     """
     from pan.testing import OutputReader, build_component, in_input_order
+    from pan_debs.workers.debs import BALLS, PLAYER_SENSORS
     from tests.support.ballgame import as_events
-    from workers.debs import BALLS, PLAYER_SENSORS
 
     active = build_component("active_ball", buffer_size=2_000_000)
     hits = build_component("ball_hits", buffer_size=100_000)
@@ -322,9 +322,9 @@ def compare(streaming: dict[str, list[dict[str, Any]]], reference: Path, only_th
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
-    from simulator.split import split
-    from workers.reference import run_reference
-    from workers.reference_q2 import q2_streams
+    from pan_debs.simulator.split import split
+    from pan_debs.workers.reference import run_reference
+    from pan_debs.workers.reference_q2 import q2_streams
 
     assert main(["generate", "--exact", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
     split(tmp_path / "gen" / "full-game", tmp_path / "split")
@@ -352,10 +352,10 @@ def test_close_is_strict_about_types_and_tolerance() -> None:
 def test_reference_equals_streaming_on_a_realistic_match(spark: Any, tmp_path: Path) -> None:
     """The same equality on the realistic generator's data: both halves, clock jitter, dropouts, noise,
     duels, spare balls and the ball-data gap. One heat-map window and grid keep the output small."""
-    from simulator.split import split
+    from pan_debs.simulator.split import split
+    from pan_debs.workers.reference import run_reference
+    from pan_debs.workers.reference_q2 import q2_streams
     from tests.workers.test_reference_q4 import streaming_shots
-    from workers.reference import run_reference
-    from workers.reference_q2 import q2_streams
 
     assert main(["generate", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
     split(tmp_path / "gen" / "full-game", tmp_path / "split")
