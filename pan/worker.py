@@ -101,6 +101,9 @@ class Worker:
         self._session: aiohttp.ClientSession | None = None
         self._tasks: asyncio.Task[None] | None = None  # runs the TaskGroup of pulls, component and lease
         self.lease: Lease | None = None  # the outputs' registration, once the port is known
+        #: Tasks that ended with an error (task -> the error): the worker serves on, but says so in /health
+        #: and /streams, since a dead input pull or component would otherwise look like a quiet stream.
+        self.failed_tasks: dict[str, str] = {}
 
     @property
     def endpoint(self) -> str:
@@ -164,11 +167,12 @@ class Worker:
         group.create_task(self._logged(coro, name), name=name)
 
     async def _logged(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        """Run ``coro``; a failure is logged and ends only this task, not the group."""
+        """Run ``coro``; a failure is logged, kept in ``failed_tasks`` and ends only this task, not the group."""
         try:
             await coro
-        except Exception:
+        except Exception as error:
             self.log.exception("task %r failed", name)
+            self.failed_tasks[name] = f"{type(error).__name__}: {error}"[:500]
 
     # --- data plane ---------------------------------------------------------------
 

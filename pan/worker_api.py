@@ -149,8 +149,7 @@ class WorkerApi:
         """The `/streams` answer."""
         worker = self.worker
         return {
-            "status": "ok",
-            "worker": worker.spec.name,
+            **self.status(),
             "type": worker.spec.type,
             "host": worker.spec.host,
             "port": worker.server.port,
@@ -165,8 +164,16 @@ class WorkerApi:
     async def handle_streams(self, request: web.Request) -> web.Response:
         return json_response(self.describe())
 
+    def status(self) -> dict[str, Any]:
+        """``ok``, or ``failing`` with the tasks that ended with an error (their input or output is dead)."""
+        worker = self.worker
+        if worker.failed_tasks:
+            return {"status": "failing", "failed_tasks": dict(worker.failed_tasks), "worker": worker.spec.name}
+        return {"status": "ok", "worker": worker.spec.name}
+
     async def handle_health(self, request: web.Request) -> web.Response:
-        return json_response({"status": "ok", "worker": self.worker.spec.name, "epoch": self.worker.epoch})
+        status = self.status()
+        return json_response({**status, "epoch": self.worker.epoch}, status=200 if status["status"] == "ok" else 503)
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
         worker = self.worker

@@ -28,7 +28,7 @@ STOP_GRACE_S = 15.0
 #: Run on a host with its venv's Python: which of the given (address, port) are taken, which answer /health,
 #: and which streams the repository lists per publisher. Argument: a JSON object.
 PROBE = r"""
-import json, socket, ssl, sys, time, urllib.request
+import json, socket, ssl, sys, time, urllib.error, urllib.request
 job = json.loads(sys.argv[1])
 out = {"taken": [], "health": {}, "published": {}, "repository": None}
 context = ssl.create_default_context(cafile=job["ca"]) if job.get("ca") else None
@@ -49,6 +49,8 @@ for address, port in job.get("free", []):
 for address, port in job.get("health", []):
     try:
         out["health"]["%s:%d" % (address, port)] = get("%s://%s:%d/health" % (scheme, address, port), None)["status"]
+    except urllib.error.HTTPError as exc:  # a worker with a failed task answers 503 {"status": "failing", ...}
+        out["health"]["%s:%d" % (address, port)] = str(json.loads(exc.read()).get("status", exc.code))
     except Exception as exc:
         out["health"]["%s:%d" % (address, port)] = type(exc).__name__
 repo = job.get("repository")

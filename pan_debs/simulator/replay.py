@@ -42,6 +42,7 @@ from pan.arrow_pages import WIRE_ENV
 from pan.catalog import get_component_type
 from pan.client import StreamSubscriber
 from pan.fetcher import Wire, default_wire
+from pan.health import failed_tasks
 from pan.launcher import FAILED_FILE, log_tail
 from pan.lifeline import Lifeline
 from pan.repository_client import RepositoryClient
@@ -83,6 +84,9 @@ class ReplayResult:
     missed: dict[str, int] = field(default_factory=dict)
     wire: Wire = "json"  # the page format the recorder asked for
     recorded_s: float = 0.0  # from the start of the feed until every output was recorded
+    #: worker -> task -> error, for workers whose /health said a task of theirs ended with an error: a dead
+    #: input pull or component looks like a quiet stream in the recording, so the replay must say it
+    failed_tasks: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def output_streams(workflow: Workflow) -> list[str]:
@@ -242,6 +246,7 @@ async def replay(
     recorder = Recorder(workflow, streams, record_dir, wire=wire, linger_s=linger_s)
     watching: asyncio.Task[None] | None = None
     timing: dict[str, float] = {}
+    failures: dict[str, dict[str, str]] = {}
 
     async def run_through() -> Any:
         nonlocal watching
@@ -255,6 +260,7 @@ async def replay(
         timing["feed_s"] = time.monotonic() - timing["feed_started"]
         await _wait_until_quiet(recorder, quiet_s, until_ended)
         timing["recorded_s"] = time.monotonic() - timing["feed_started"]
+        failures.update(await failed_tasks(workflow))
         return summary
 
     try:
@@ -269,7 +275,7 @@ async def replay(
             await _stop_workflow(run, lifeline)
     missed = {s: sub.stats.missed for s, sub in recorder.subscribers.items() if sub.stats.missed}
     return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, timing["feed_s"], missed,
-                        recorder.wire, timing["recorded_s"])
+                        recorder.wire, timing["recorded_s"], failures)
 
 
 async def _start_workflow(workflow_path: Path, wire: Wire | None,

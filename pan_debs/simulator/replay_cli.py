@@ -160,12 +160,13 @@ def run(args: argparse.Namespace) -> int:
         "sent": sum(s.get("sent", 0) for s in result.feed.get("streams", {}).values()),
         "no_data": result.feed.get("no_data", []),  # sensors the workflow expects but the data lacks
         "feed_errors": result.feed.get("errors", []),
+        "failed_tasks": result.failed_tasks,  # worker -> task -> error: a dead input pull or component
     }
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print_summary(report)
-    return 0 if not result.missed else 1
+    return 0 if not result.missed and not result.failed_tasks else 1
 
 
 def speed_text(report: dict) -> str:
@@ -193,6 +194,8 @@ def print_summary(report: dict) -> None:
         ("streams that missed tuples", ", ".join(report["missed"]) or "none"),
         ("sensors without data", ", ".join(report["no_data"]) or "none"),
         ("feed errors", "; ".join(report["feed_errors"]) or "none"),
+        ("failed worker tasks", "; ".join(f"{task} ({error})" for tasks in report["failed_tasks"].values()
+                                          for task, error in tasks.items()) or "none"),
         ("time", f"{report['elapsed_s']:.1f} s (feed {report['feed_s']:.1f} s), wire {report['wire']}"),
         ("speed", speed_text(report)),
         ("recorded in", f"{report['record']}/<stream>.jsonl (logs in {report['record']}/logs/)"),

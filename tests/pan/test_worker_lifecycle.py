@@ -9,6 +9,7 @@ import pytest
 
 from pan.catalog import register
 from pan.component import Component
+from pan.health import failed_tasks
 from pan.repository import RepositoryServer
 from pan.specs import WorkerSpec
 from pan.web import free_port
@@ -48,6 +49,13 @@ async def test_a_failing_component_is_logged_and_the_pull_goes_on(
     await wait_until(lambda: crashing.inputs["S"].counters.received == 5, timeout_s=30)
     status, info = await get_json(f"http://127.0.0.1:{crashing.server.port}/streams")
     assert status == 200 and info["inputs"]["S"]["received"] == 5
+    # ... but it does not pass for healthy: a dead component looks like a quiet stream otherwise
+    assert info["status"] == "failing" and info["failed_tasks"] == {"C: component": "RuntimeError: component bug"}
+    status, health = await get_json(f"http://127.0.0.1:{crashing.server.port}/health")
+    assert status == 503 and health["status"] == "failing" and "C: component" in health["failed_tasks"]
+    status, health = await get_json(f"http://127.0.0.1:{fwd.server.port}/health")
+    assert status == 200 and health["status"] == "ok" and "failed_tasks" not in health
+    assert await failed_tasks(workflow) == {"C": {"C: component": "RuntimeError: component bug"}}
     names = {t.get_name() for t in tasks_of(crashing)}
     assert {"C: tasks", "C: pull S", "C: refresh"} <= names and "C: component" not in names
 
