@@ -272,8 +272,10 @@ def render(results: dict[str, Any]) -> str:
         "namespaces on a bridge), and the client (real-time sensor simulator and observing subscriber) on h5; "
         f"{cfg['seconds']:g} s of a generated match per replay, {cfg['reps']} replays per condition, the "
         "conditions interleaved. Delay = receive time at the client - send time of the newest sensor row the "
-        "tuple answers. '+N ms': every link through a delaying proxy (`benchmarks/delay_proxy.py`, no netem on "
-        "this kernel), N ms one-way per link, so a round trip gains 2N; '+0 ms' is the proxies' own cost. "
+        "tuple answers. 'one machine': the same processes (repository, one `pan run --peer` per peer, each in "
+        "a session of its own, as on the cluster) on 127.0.0.1 of this machine. '+N ms': every link through a "
+        "delaying proxy (`benchmarks/delay_proxy.py`, no netem on this kernel), N ms one-way per link, so a round "
+        "trip gains 2N; '+0 ms' is the proxies' own cost. "
         "'Mbit/s': `tbf` on both ends of every veth, no proxies. Ratio: median p50 over the one-machine median "
         "p50 of the same run (`benchmarks/cluster_bench.py`).",
         "",
