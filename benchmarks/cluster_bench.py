@@ -5,8 +5,10 @@ The 3-peer full game runs on `pan cluster` hosts (pan/deploy/cluster.py: namespa
 and the observing subscriber, `benchmarks/cluster_parts.py` with `benchmarks/query_delay.py`'s harness) on h5.
 Conditions, each repeated ``--reps`` times, interleaved so that a change of load hits all of them alike:
 
-- **one machine**: the same replay with `pan run` on this machine (127.0.0.1), the reference of the ratios;
-  as on the cluster, the workflow is started first and the client attaches to it (`pan replay --attach`'s path);
+- **one machine**: the reference of the ratios: the same processes as on the cluster (the repository, then
+  ``pan run --peer`` per peer, each in a session of its own, then the client attaching to them as
+  `pan replay --attach` does), on 127.0.0.1 of this machine instead of in namespaces (`WorkflowRun` says why
+  the process layout must be the same);
 - **cluster**: every link a plain veth on the bridge;
 - **cluster +N ms**: the kernel has no netem, so delay comes from `benchmarks/delay_proxy.py`: every service
   binds and publishes 0.0.0.0:PORT, and each host runs a sidecar (`benchmarks/network_parts.py`) with a proxy
@@ -107,17 +109,30 @@ def routes(workflow: dict[str, Any], addresses: dict[str, str], host: str) -> li
 # --- one repetition -----------------------------------------------------------------------
 
 
-class ClusterRun:
-    """The processes of one repetition on the cluster; ``stop()`` ends them all."""
+class WorkflowRun:
+    """The service processes of one repetition; ``stop()`` ends them all.
+
+    The one-machine reference starts exactly the processes the cluster starts (the repository, then one
+    ``pan run --peer`` per peer, each a `pan.processes.Child` in a session of its own), only without
+    ``ip netns exec`` and on 127.0.0.1. The layout matters on a shared machine: with the kernel's autogroup
+    scheduling (``/proc/sys/kernel/sched_autogroup_enabled``) CPU time is shared out per session, so one
+    ``pan run`` holding all peers got a quarter of the cluster's share under load and its delay was many
+    times the cluster's for that reason alone.
+    """
 
     def __init__(self, state: Any, condition: Condition, work: Path) -> None:
         self.state = state
         self.condition = condition
         self.work = work
-        self.addresses = {h.name: h.address for h in state.hosts}
+        hosts = [f"h{k}" for k in range(1, HOSTS + 1)]
+        self.addresses = ({h.name: h.address for h in state.hosts} if condition.cluster
+                          else dict.fromkeys(hosts, common.HOST))
         self.children: list[common.Child] = []
 
     def in_host(self, host: str, *args: str) -> list[str]:
+        """``args`` as a command on ``host`` (on one machine: as they are)."""
+        if not self.condition.cluster:
+            return list(args)
         return ["ip", "netns", "exec", self.state.host(host).namespace, *args]
 
     async def start(self, workflow: dict[str, Any]) -> Path:
@@ -142,6 +157,8 @@ class ClusterRun:
         return path
 
     async def _start(self, args: list[str], **options: Any) -> common.Child:
+        if not options.get("stdin"):  # nobody reads a service's stdout: a file, not a pipe that could fill
+            options["log"] = self.work / f"service{len(self.children)}.log"
         child = common.Child(args, grace_s=12, **options)
         self.children.append(child)
         await child.start()
@@ -177,24 +194,21 @@ async def measure(args: list[str], config: dict[str, Any], timeout_s: float) -> 
 async def repetition(state: Any, condition: Condition, data: Path, work: Path, timeout_s: float) -> list[float]:
     await asyncio.to_thread(work.mkdir, parents=True, exist_ok=True)
     config = {"data": str(data), "work": str(work / "client"), "streams": [STREAM], "attach": True}
-    if not condition.cluster:  # `pan run` started before the client, as on the cluster, then attached to
-        from benchmarks.query_delay import on_free_ports_copy
+    workflow = json.loads(WORKFLOW.read_text())
+    if condition.cluster:
+        from pan.deploy import netns
 
-        path = on_free_ports_copy(WORKFLOW, work)
-        config["workflow"] = str(path)
-        local = common.Child([sys.executable, "-m", "pan", "run", str(path)], ready=False, grace_s=12)
-        async with local:
-            await wait_for_repository("127.0.0.1", json.loads(path.read_text())["repository"]["port"], local)
-            return await measure([], config, timeout_s)
-    from pan.deploy import netns
+        for host in state.hosts:  # tbf on both ends of every link, or none
+            netns.shape(None, host.veth, bandwidth_mbit=condition.bandwidth_mbit)
+            netns.shape(host.namespace, "eth0", bandwidth_mbit=condition.bandwidth_mbit)
+    else:  # free ports: other programs on this machine may hold the workflow's
+        from pan.workflow import on_free_ports
 
-    for host in state.hosts:  # tbf on both ends of every link, or none
-        netns.shape(None, host.veth, bandwidth_mbit=condition.bandwidth_mbit)
-        netns.shape(host.namespace, "eth0", bandwidth_mbit=condition.bandwidth_mbit)
-    run = ClusterRun(state, condition, work)
+        workflow = on_free_ports(workflow)
+    run = WorkflowRun(state, condition, work)
     try:
-        config["workflow"] = str(await run.start(json.loads(WORKFLOW.read_text())))
-        return await measure(["ip", "netns", "exec", state.host("h5").namespace], config, timeout_s)
+        config["workflow"] = str(await run.start(workflow))
+        return await measure(run.in_host("h5"), config, timeout_s)
     finally:
         await run.stop()
 
@@ -258,8 +272,10 @@ def render(results: dict[str, Any]) -> str:
         "namespaces on a bridge), and the client (real-time sensor simulator and observing subscriber) on h5; "
         f"{cfg['seconds']:g} s of a generated match per replay, {cfg['reps']} replays per condition, the "
         "conditions interleaved. Delay = receive time at the client - send time of the newest sensor row the "
-        "tuple answers. '+N ms': every link through a delaying proxy (`benchmarks/delay_proxy.py`, no netem on "
-        "this kernel), N ms one-way per link, so a round trip gains 2N; '+0 ms' is the proxies' own cost. "
+        "tuple answers. 'one machine': the same processes (repository, one `pan run --peer` per peer, each in "
+        "a session of its own, as on the cluster) on 127.0.0.1 of this machine. '+N ms': every link through a "
+        "delaying proxy (`benchmarks/delay_proxy.py`, no netem on this kernel), N ms one-way per link, so a round "
+        "trip gains 2N; '+0 ms' is the proxies' own cost. "
         "'Mbit/s': `tbf` on both ends of every veth, no proxies. Ratio: median p50 over the one-machine median "
         "p50 of the same run (`benchmarks/cluster_bench.py`).",
         "",

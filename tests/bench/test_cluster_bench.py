@@ -1,12 +1,16 @@
-"""`pan bench cluster`: where its services run and which proxies a host needs (quick), and a `--quick` run on a
+"""`pan bench cluster`: where its services run and which proxies a host needs (quick), that the one-machine
+reference starts its services in as many sessions as the cluster (process), and a `--quick` run on a
 namespace cluster (root, slow: ~2.5 min on a loaded 2-core machine)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from benchmarks import cluster_bench
@@ -50,6 +54,37 @@ def test_bad_options_are_one_line() -> None:
     cluster_bench.add_arguments(parser)
     assert cluster_bench.run(parser.parse_args(["--latencies", "ten"])) == 2
     assert cluster_bench.run(parser.parse_args(["--reps", "0"])) == 2
+
+
+async def service_sessions(run: cluster_bench.WorkflowRun, timeout_s: float) -> list[int]:
+    """The session of the repository and of every peer process (a launcher's child), once all peers exist."""
+    deadline = time.monotonic() + timeout_s
+    repository, *launchers = run.children
+    while True:
+        peers = [p for launcher in launchers for p in psutil.Process(launcher.pid).children()]
+        if len(peers) == len(launchers) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert len(peers) == len(launchers), "every `pan run --peer` starts its peer"
+    return [os.getsid(repository.pid), *(os.getsid(p.pid) for p in peers)]
+
+
+@pytest.mark.process
+@pytest.mark.timeout(300)
+async def test_the_one_machine_reference_gives_each_hosts_services_a_session_of_their_own(tmp_path: Path) -> None:
+    """The kernel's autogroup scheduler shares CPU out per session: one `pan run` holding every peer got a
+    quarter of the cluster's CPU share on a loaded machine, and the reference came out slower than the cluster."""
+    from pan.workflow import on_free_ports
+
+    run = cluster_bench.WorkflowRun(None, cluster_bench.Condition("one machine", cluster=False), tmp_path)
+    data = on_free_ports(workflow())
+    try:
+        await run.start(data)
+        sessions = await service_sessions(run, timeout_s=120)
+    finally:
+        await run.stop()
+    assert len(set(sessions)) == len(cluster_bench.services(data)) == len(sessions)
+    assert os.getsid(0) not in sessions
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from pan.specs import Workflow
 from pan.worker import Worker
 from pan_debs.simulator.clock import SkewedTime
 from pan_debs.simulator.debs import HALF1, HALF2
-from pan_debs.simulator.simulate import SimulateOptions, simulate
+from pan_debs.simulator.simulate import UNPACED_SLICE_PS, EventTimeGate, SimulateOptions, simulate
 from pan_debs.simulator.sources import halftime_break, rows_around
 from tests.conftest import ROOT, WorkerGroup, forwarder, free_port, make_workflow, sensor_row, wait_until
 
@@ -415,3 +415,26 @@ def test_replay_cli_on_free_ports_records_every_row(tmp_path: Path) -> None:
     assert sum(report["streams"].values()) == len(rows)
     assert all(len((out / f"SENSOR{sid}.jsonl").read_bytes().splitlines()) == len(lines)
                for sid, lines in by_sensor.items())
+
+
+async def test_an_unpaced_replay_steps_over_a_skipped_break_in_one_round() -> None:
+    """Walked through in 50 ms slices, a generated match's ~39-minute break took every sensor ~46,000 rounds
+    (an attached full-game replay stalled there for minutes)."""
+    end1, start2 = HALF1[0] + 16 * PS, HALF2[0] - 5 * PS
+    gate = EventTimeGate(HALF1[0], UNPACED_SLICE_PS, participants=2, gap=(end1, start2))
+    limits = []
+    while gate.limit_ts <= start2 + 3 * UNPACED_SLICE_PS:
+        limits.append(gate.limit_ts)
+        await asyncio.wait_for(asyncio.gather(gate.arrive(False), gate.arrive(False)), 10)
+    assert not [limit for limit in limits if end1 < limit < start2]
+    assert start2 in limits and limits == sorted(set(limits))
+    assert len(limits) <= (end1 - HALF1[0]) // UNPACED_SLICE_PS + 5
+
+
+async def test_without_a_break_to_skip_the_gate_moves_one_slice_a_round() -> None:
+    gate = EventTimeGate(T0, UNPACED_SLICE_PS, participants=1)
+    seen = [gate.limit_ts]
+    for _ in range(3):
+        await asyncio.wait_for(gate.arrive(False), 10)
+        seen.append(gate.limit_ts)
+    assert seen == [T0 + k * UNPACED_SLICE_PS for k in range(1, 5)]
