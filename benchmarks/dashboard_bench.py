@@ -224,30 +224,32 @@ async def measure(args: argparse.Namespace, work: Path, data: Path) -> tuple[lis
 def summarize(done: list[Phase], send_log: Path, straight: dict[str, list[tuple[int, int]]],
               drawn: list[tuple[str, int, int]]) -> dict[str, Any]:
     """Per viewer count: CPU and drawn frames (median, min-max over phases) and screen delays (per phase, combined)."""
+    # One pass over the (large) send log for every phase's tuples: keys "stream|phase" are derived streams to `delays`.
+    received: dict[str, list[tuple[int, int]]] = {f"{s}|direct": v for s, v in straight.items()}
+    for n, p in enumerate(done):
+        for s in TIMED:
+            received[f"{s}|{n}"] = [(ts, at) for name, ts, at in drawn if name == s and p.start_ns <= at < p.end_ns]
+    late = delays(send_log, received)
     rows: dict[str, Any] = {}
     for count in COUNTS:
-        mine = [p for p in done if p.viewers == count]
-        cpu = [p.cpu_s / p.wall_s * 100 for p in mine]
-        fps = [p.draws / p.wall_s for p in mine]
-        with_sockets = [p for p in mine if p.viewers > p.chromium]
-        per_phase: dict[str, list[dict[str, Any]]] = {s: [] for s in TIMED}
-        for p in mine:
-            received = {s: [(ts, at) for name, ts, at in drawn if name == s and p.start_ns <= at < p.end_ns]
-                        for s in TIMED}
-            for s, late in delays(send_log, received).items():
-                per_phase[s].append(common.summarize_ms(late))
+        mine = [(n, p) for n, p in enumerate(done) if p.viewers == count]
+        cpu = [p.cpu_s / p.wall_s * 100 for _, p in mine]
+        fps = [p.draws / p.wall_s for _, p in mine]
+        with_sockets = [p for _, p in mine if p.viewers > p.chromium]
+        per_phase = {s: [common.summarize_ms(late[f"{s}|{n}"]) for n, _ in mine] for s in TIMED}
+        first = mine[0][1] if mine else None
         rows[str(count)] = {
             "phases": len(mine),
-            "chromium": mine[0].chromium if mine else None,
-            "websocket_clients": count - mine[0].chromium if mine else None,
-            "load_1min": [p.load_1min for p in mine],
+            "chromium": first.chromium if first else None,
+            "websocket_clients": count - first.chromium if first else None,
+            "load_1min": [p.load_1min for _, p in mine],
             "cpu_percent": spread(cpu),
             "frames_drawn_per_s": spread(fps),
             "websocket_frames_per_s_per_client": round(common.median(
                 p.ws_frames / p.wall_s / (p.viewers - p.chromium) for p in with_sockets), 2) if with_sockets else None,
             "screen_delay_ms": {s: common.combine_delays(per_phase[s]) if per_phase[s] else None for s in TIMED},
         }
-    rows["pan_direct"] = {"delay_ms": {s: common.summarize_ms(v) for s, v in delays(send_log, straight).items()}}
+    rows["pan_direct"] = {"delay_ms": {s: common.summarize_ms(late[f"{s}|direct"]) for s in TIMED}}
     return rows
 
 
