@@ -24,7 +24,8 @@ sshd:
 		apt-get update -qq && apt-get install -y -qq openssh-server >/dev/null; \
 	else echo "openssh-server is needed for the pan cluster tests (apt-get install openssh-server); they will skip"; fi
 
-# The dashboard's browser test (tests/workers/test_dashboard_browser.py) drives Debian's headless Chromium.
+# The dashboard's browser tests (tests/workers/test_dashboard_browser.py) and `pan bench dashboard` drive Debian's
+# headless Chromium.
 chromium:
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -48,7 +49,7 @@ test: $(STAMP) java sshd chromium
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-bench: $(STAMP)
+bench: $(STAMP) chromium
 	command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q redis-server; } \
 		|| echo "redis-server missing: install it with 'sudo apt-get install -y redis-server' (pan bench redis will skip)"
 	command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q iproute2; } || true

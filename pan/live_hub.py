@@ -41,6 +41,7 @@ class HubStats:
     tuples: int = 0  # tuples received from PAN, over all streams
     skipped: int = 0  # slot values overwritten before a viewer read them
     refused: int = 0  # wanted names not subscribed because the hub holds MAX_STREAMS already
+    failures: int = 0  # failed reads of a subscription (each retried a second later)
 
 
 @dataclass(eq=False)
@@ -49,6 +50,8 @@ class Viewer:
 
     hub: StreamHub
     slots: dict[str, list[Tuple]] = field(default_factory=dict)
+    #: Streams whose subscription fails, with why (e.g. the repository refused a missing token), until taken.
+    problems: dict[str, str] = field(default_factory=dict)
     wanted: set[str] = field(default_factory=set)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -57,15 +60,24 @@ class Viewer:
         self.hub.want(self, set(streams))
 
     def take(self) -> dict[str, list[Tuple]]:
-        """Everything new since the last take, emptying the slots."""
+        """Everything new since the last take, emptying the slots (take ``take_problems`` first)."""
         slots, self.slots = self.slots, {}
         self.changed.clear()
         return slots
+
+    def take_problems(self) -> dict[str, str]:
+        """Why streams failed since the last take (stream -> reason), emptied."""
+        problems, self.problems = self.problems, {}
+        return problems
 
     def offer(self, stream: str, recent: list[Tuple]) -> None:
         if stream in self.slots:
             self.hub.stats.skipped += 1
         self.slots[stream] = recent
+        self.changed.set()
+
+    def trouble(self, stream: str, problem: str) -> None:
+        self.problems[stream] = problem
         self.changed.set()
 
     def close(self) -> None:
@@ -83,6 +95,8 @@ class SharedStream:
     task: asyncio.Task[None] | None = None
     #: Wall time (time.time()) the hub received the newest tuple, for the delay series.
     received_at: float = 0.0
+    #: Why the subscription fails now (None while it works): new viewers are told at once, as of a value.
+    problem: str | None = None
 
 
 class StreamHub:
@@ -135,6 +149,8 @@ class StreamHub:
             shared.viewers.add(viewer)
             if shared.recent:  # a new viewer sees the stream's state at once, not at its next tuple
                 viewer.offer(name, list(shared.recent))
+            if shared.problem is not None:
+                viewer.trouble(name, shared.problem)
         viewer.wanted = set(streams)
 
     def _open(self, name: str) -> SharedStream:
@@ -172,12 +188,22 @@ class StreamHub:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # a bad publisher or repository must not end the view
-                    log.warning("%s: %s", shared.name, exc)
+                    self._trouble(shared, str(exc) or type(exc).__name__)
                     await asyncio.sleep(1.0)
                     continue
+                shared.problem = None
                 if fetch.tuples:
                     self.stats.tuples += len(fetch.tuples)
                     self._deliver(shared, fetch.tuples)
+
+    def _trouble(self, shared: SharedStream, problem: str) -> None:
+        """Tell the stream's viewers why it shows nothing (a refused token is not an empty stream); log it once."""
+        if problem != shared.problem:
+            log.warning("%s: %s", shared.name, problem)
+        shared.problem = problem
+        self.stats.failures += 1
+        for viewer in shared.viewers:
+            viewer.trouble(shared.name, problem)
 
     def _deliver(self, shared: SharedStream, tuples: list[Tuple]) -> None:
         now = time.time()

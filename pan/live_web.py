@@ -7,7 +7,9 @@ so a slow browser skips frames and a fast producer cannot flood a tab.
 
 Protocol: the page sends ``{"want": [stream, ...]}`` (the whole set, whenever it changes); the server
 sends ``{"hello": {"server": ID, ...}}`` once, then frames ``{"t": wall_ms, "streams": {name: [tuple,
-...]}}``. ``ID`` changes when the server restarts, so a page can tell it reconnected to a new one.
+...]}}``, with ``"problems": {name: reason}`` when reading a stream fails (a repository that refuses a
+missing read token, an untrusted certificate): the page says so instead of staying empty. ``ID`` changes
+when the server restarts, so a page can tell it reconnected to a new one.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ class LiveServer:
         metrics.add("pan_live_frames_total", self.frames, "counter", help="frames sent to browsers")
         metrics.add("pan_live_skipped_total", stats.skipped, "counter",
                     help="slot values replaced before a browser got them (skipped frames)")
+        metrics.add("pan_live_failures_total", stats.failures, "counter",
+                    help="failed reads of a PAN subscription (retried; the browsers are told why)")
         metrics.add("pan_live_refused_total", stats.refused, "counter",
                     help="wanted streams not subscribed: the hub holds its maximum already")
         return web.Response(body=metrics.render(), headers={"Content-Type": METRICS_TYPE})
@@ -132,7 +136,10 @@ class LiveServer:
         while not ws.closed:
             await viewer.changed.wait()
             started = loop.time()
-            frame = {"t": int(time.time() * 1000), "streams": viewer.take()}
+            problems = viewer.take_problems()
+            frame: dict[str, Any] = {"t": int(time.time() * 1000), "streams": viewer.take()}
+            if problems:
+                frame["problems"] = problems
             try:
                 async with asyncio.timeout(30.0):
                     await ws.send_bytes(orjson.dumps(frame))

@@ -44,6 +44,10 @@ class RepositoryUnavailable(Exception):
     """The repository could not be asked, or gave no usable answer (unreachable, timeout, undecodable)."""
 
 
+class Refused(RepositoryUnavailable):
+    """The repository answered 401 or 403: this client lacks the workflow's read token (or has a wrong one)."""
+
+
 class NotTrusted(Exception):
     """The server's TLS certificate failed verification: asking again, or another server of the workflow, will not
     help."""
@@ -261,7 +265,7 @@ class RepositoryClient:
                 params["leases"] = "true"
             status, body = await self._get_json("/streams", params)
             if status in (401, 403) and isinstance(body, dict):
-                raise RepositoryUnavailable(f"repository {self.address} refused /streams ({status}): "
+                raise Refused(f"repository {self.address} refused /streams ({status}): "
                                             f"{str(body.get('error'))[:200]}")
             if status != 200 or not isinstance(body, dict) or not isinstance(body.get("streams"), dict):
                 raise RepositoryUnavailable(f"repository {self.address} answered /streams with {status}")

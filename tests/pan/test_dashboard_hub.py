@@ -19,6 +19,7 @@ import pytest
 from aiohttp import web
 
 from pan import live_hub
+from pan.auth import Credentials
 from pan.live_hub import StreamHub
 from pan.live_web import DEFAULT_MAX_RATE_HZ, LiveServer
 from pan.repository import RepositoryServer
@@ -179,3 +180,22 @@ async def test_the_hub_refuses_streams_beyond_its_cap(monkeypatch: pytest.Monkey
     viewer.close()
     assert hub.subscriptions == 0 and hub.stats.closed == 2
     await hub.close()
+
+
+async def test_a_refused_subscription_tells_every_viewer_why() -> None:
+    """A hub without the read token of a closed repository: its viewers learn the reason, not an empty slot."""
+    closed = RepositoryServer(HOST, free_port(), credentials=Credentials(b"a secret of sixteen bytes or more"))
+    await closed.start()
+    hub = StreamHub((HOST, closed.port), subscriber_options={"max_wait_ms": 200})
+    try:
+        first = hub.viewer()
+        first.want(["SENSOR4"])
+        await wait_until(lambda: "SENSOR4" in first.problems, timeout_s=60)
+        assert "refused" in first.problems["SENSOR4"] and first.take() == {}
+        assert first.take_problems().keys() == {"SENSOR4"} and first.problems == {}
+        later = hub.viewer()
+        later.want(["SENSOR4"])  # joins a failing stream: told at once, not at the next retry
+        assert "refused" in later.take_problems()["SENSOR4"] and hub.stats.failures >= 1
+    finally:
+        await hub.close()
+        await closed.stop()

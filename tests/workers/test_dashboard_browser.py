@@ -162,6 +162,7 @@ def test_the_dashboard_shows_the_match_and_the_network_live(split: Path, process
     browser.get(f"http://127.0.0.1:{port}/")
     wait_for("the page connects", lambda: page.attr("status", "data-connected") == "true")
     loaded = browser.execute_script("return window.panPageLoad")
+    assert browser.execute_script("return window.panTrace === undefined")  # the benchmark's hook is off by default
 
     # The match moves: 16 players and the ball drawn, at other places in a later screenshot.
     feed = processes.pan("simulate", "--workflow", str(workflow), "--data", str(split), "--speedup", SPEEDUP,

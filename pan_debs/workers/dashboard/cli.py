@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import ssl
 import sys
@@ -11,7 +12,8 @@ import sys
 from aiohttp import web
 
 from pan import eventloop
-from pan.commands.connect import ConnectError, add_connection_arguments, connection
+from pan.commands.connect import TOKEN_ENV, ConnectError, add_connection_arguments, connection
+from pan.repository_client import NotTrusted, Refused, RepositoryClient, RepositoryUnavailable
 from pan_debs.workers.dashboard.app import DEFAULT_DELAY_REFERENCE, build
 
 
@@ -61,7 +63,37 @@ async def serve(repositories: list[tuple[str, int]], token: str | None, tls: ssl
         bound = runner.addresses[0][1] if runner.addresses else port
         print(f"dashboard on http://{host}:{bound}/ (repository {','.join(f'{h}:{p}' for h, p in repositories)})",
               flush=True)
-        await stop.wait()
+        checking = asyncio.get_running_loop().create_task(report_access(repositories, token, tls))
+        try:
+            await stop.wait()
+        finally:
+            checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await checking
     finally:
         await live.close()
         await runner.cleanup()
+
+
+async def report_access(repositories: list[tuple[str, int]], token: str | None, tls: ssl.SSLContext | None,
+                        interval_s: float = 2.0) -> str | None:
+    """Ask the repositories until one answers; if it refuses this dashboard (no or a wrong read token, an untrusted
+    certificate), say so once on stderr and return the line: every page would stay empty otherwise. The pages
+    are told too (frames' ``problems``); the dashboard keeps serving, so it shows data once the cause is fixed
+    by a restart with the right options."""
+    while True:
+        for address in repositories:
+            async with RepositoryClient(address, token=token, tls=tls, timeout_s=5.0) as repository:
+                try:
+                    await repository.streams()
+                    return None
+                except Refused as exc:
+                    line = (f"pan dashboard: {exc}; a workflow with a secret needs its read token "
+                            f"(--workflow FILE, --token-file PATH or ${TOKEN_ENV}): the page shows no data")
+                except NotTrusted as exc:
+                    line = f"pan dashboard: {exc}; --ca must name the workflow's CA: the page shows no data"
+                except RepositoryUnavailable:
+                    continue  # not up yet: the workflow may start after the dashboard
+                print(line, file=sys.stderr, flush=True)
+                return line
+        await asyncio.sleep(interval_s)

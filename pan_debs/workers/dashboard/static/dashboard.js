@@ -9,12 +9,19 @@ const state = {
   heat: null,              // the HM tuple drawn
   delays: {},              // stream -> [[wall ms, delay ms], ...]
   network: null,
+  problems: {},            // stream -> why the server cannot read it (e.g. a refused token), until it can
   dirty: false,
 };
 const $ = (id) => document.getElementById(id);
 const PS = 1e12;
 const END_OF_STREAM = 2 ** 62;  // the promise that ends a stream
 const BANDS = ["standing", "trot", "low", "medium", "high", "sprint"];
+// Opt-in timing hook for `pan bench dashboard`, off unless the page is opened with ?trace=STREAM,...: for every
+// drawn match frame, each traced stream whose newest tuple changed, as [stream, ts, wall ms when drawn].
+const TRACED = (new URLSearchParams(location.search).get("trace") || "").split(",").filter((s) => s).slice(0, 20);
+const TRACE_MAX = 200000;  // entries kept until the benchmark collects them (window.panTrace.splice(0))
+if (TRACED.length) { window.panTrace = []; window.panDraws = 0; }
+const tracedTs = {};
 
 // --- which streams the page wants --------------------------------------------------------------------
 
@@ -58,6 +65,8 @@ function connect() {
       st.textContent = `live (server ${msg.hello.server})`;
     } else if (msg.streams) {
       for (const [name, tuples] of Object.entries(msg.streams)) receive(name, tuples, msg.t);
+      Object.assign(state.problems, msg.problems || {});
+      showProblems();
       state.frames += 1;
       $("status").dataset.frames = state.frames;
       schedule();
@@ -71,7 +80,20 @@ function connect() {
   };
 }
 
+function showProblems() {
+  // The server cannot read some streams (PAN refused its token, an untrusted certificate): say so, not an empty page.
+  const box = $("problem"), names = Object.keys(state.problems).sort();
+  box.dataset.count = names.length;
+  box.classList.toggle("hidden", !names.length);
+  if (!names.length) { box.textContent = ""; return; }
+  const first = state.problems[names[0]];
+  box.dataset.first = first;
+  box.textContent = `The dashboard cannot read ${names.length} stream(s) from PAN: ${first}` +
+    (names.length > 1 ? ` (and ${names.length - 1} more)` : "");
+}
+
 function receive(name, tuples, wallMs) {
+  delete state.problems[name];
   const last = tuples[tuples.length - 1];
   if (name === "$network") { state.network = last; return; }
   if (name === "$delays") {
@@ -291,8 +313,19 @@ function drawDelays() {
 
 function draw() {
   state.dirty = false;
-  if (!$("view-match").classList.contains("hidden")) drawMatch();
+  if (!$("view-match").classList.contains("hidden")) { drawMatch(); if (TRACED.length) trace(); }
   else { drawNetwork(); drawDelays(); }
+}
+
+function trace() {
+  const at = performance.timeOrigin + performance.now();  // the drawing is done; the compositor shows it next
+  window.panDraws += 1;
+  for (const s of TRACED) {
+    const t = state.latest[s];
+    if (!t || t.ts === tracedTs[s] || window.panTrace.length >= TRACE_MAX) continue;
+    tracedTs[s] = t.ts;
+    window.panTrace.push([s, t.ts, at]);
+  }
 }
 
 // --- controls ----------------------------------------------------------------------------------------
