@@ -186,6 +186,11 @@ class SpeculativeUnit:
         return self._aep
 
     @property
+    def oldest_snapshot(self) -> bytes | None:
+        """The snapshot a replay could go back to furthest (None: nothing emitted is unsettled)."""
+        return next((snap for snap in self._snaps if snap is not None), None)
+
+    @property
     def late_count(self) -> int:
         return self.inner.late_count
 

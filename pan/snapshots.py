@@ -1,0 +1,99 @@
+"""Snapshots of a component's state for speculative ordering units (pan/speculation.py).
+
+The middleware takes and restores them, never the component: a component names
+the attributes that hold its state (``OrderedComponent.state_attributes``), and a
+snapshot is a deep copy of them as bytes (pickle), so dicts, lists, objects and
+numpy arrays inside are copied however deeply they nest. Live objects the state
+refers to (output streams, input channels, loggers, the ordering unit) are not
+state: they are kept by reference, so a restored state writes to the same streams.
+Next to the state a snapshot records where each output stream stood, so a
+restore also withdraws what the component appended since (``OutputStream.rewind``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import pickle
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from pan.channel import Cursor, InputChannel
+from pan.streams import OutputStream
+
+if TYPE_CHECKING:
+    from pan.ordered import OrderedComponent
+
+#: Objects shared, never copied, when they occur inside a component's state.
+LIVE_TYPES: tuple[type, ...] = (OutputStream, InputChannel, Cursor, logging.Logger, asyncio.Event)
+
+
+class StateCodec:
+    """Deep copies as bytes; objects of ``LIVE_TYPES`` (and ``live`` ones) travel by reference."""
+
+    def __init__(self, live: tuple[object, ...] = ()) -> None:
+        self._live: dict[int, object] = {id(obj): obj for obj in live}
+        self._live_ids = set(self._live)
+
+    def dump(self, state: Any) -> bytes:
+        buffer = io.BytesIO()
+        live = self._live
+
+        class _Pickler(pickle.Pickler):
+            def persistent_id(self, obj: object) -> int | None:
+                if id(obj) in live or isinstance(obj, LIVE_TYPES):
+                    live[id(obj)] = obj
+                    return id(obj)
+                return None
+
+        _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(state)
+        return buffer.getvalue()
+
+    def load(self, data: bytes) -> Any:
+        live = self._live
+
+        class _Unpickler(pickle.Unpickler):
+            def persistent_load(self, pid: Any) -> object:
+                return live[pid]
+
+        return _Unpickler(io.BytesIO(data)).load()
+
+
+class ComponentSnapshots:
+    """The speculative unit's target for one component: its state, its outputs' positions, its ``process``."""
+
+    def __init__(self, component: OrderedComponent, outputs: dict[str, OutputStream]) -> None:
+        self.component = component
+        self.outputs = outputs  # the streams a replay rewinds (not the late-events stream: it is never premature)
+        self.codec = StateCodec(live=(component,))
+        self.rewound_tuples = 0
+
+    def snapshot(self) -> bytes:
+        """The outputs' positions as a JSON line (read without unpickling, ``settle``), then the state."""
+        positions = {name: out.next_index for name, out in self.outputs.items()}
+        return orjson.dumps(positions) + b"\n" + self.codec.dump(self.component.snapshot_state())
+
+    @staticmethod
+    def positions(snapshot: bytes) -> dict[str, int]:
+        return orjson.loads(snapshot[: snapshot.index(b"\n")])
+
+    def restore(self, snapshot: bytes) -> None:
+        header = snapshot.index(b"\n")
+        positions = orjson.loads(snapshot[:header])
+        self.component.restore_state(self.codec.load(snapshot[header + 1 :]))
+        for name, position in positions.items():
+            out = self.outputs[name]
+            if out.next_index > position:
+                self.rewound_tuples += out.next_index - position
+                out.rewind(position - 1)
+
+    def process(self, events: list[dict]) -> None:
+        self.component.process(events)
+
+    def settle(self, oldest: bytes | None) -> None:
+        """Mark what no replay can withdraw: each output's tuples before the oldest snapshot's position."""
+        positions = self.positions(oldest) if oldest is not None else {}
+        for name, out in self.outputs.items():
+            out.settle(positions.get(name, out.next_index) - 1)
