@@ -44,6 +44,7 @@ from pan.streams import Tuple
 
 READ_BATCH = 2000
 RECHECK_S = 0.1  # every input is looked at this often even without a wake-up (a safety net, no decision)
+ALPHA_SPAN_S = 0.5  # alpha "auto": the busy factor is measured over this much wall time (seed 002 §4.4)
 META_INTERVAL_S = 0.005  # outputs' meta (K, clk, wm) is refreshed at most this often, unless K grew
 ORDERING_KEYS = (*PARAM_KEYS, "delay_profile", "arrival_log", "policy")
 #: Detection policies (docs/policies.md): ``best_effort`` ignores lost input; under ``nfp`` (no false
@@ -194,8 +195,10 @@ class OrderedComponent(Component):
 
     async def run(self) -> None:
         next_check = time.monotonic()
+        span_start, busy = next_check, 0.0
         while True:
             self._wake.clear()
+            work_start = time.perf_counter()
             # Only inputs that changed since the last round: a worker may have dozens of inputs
             # and be woken thousands of times a second, each time by one of them.
             dirty, self._dirty = self._dirty, {}
@@ -229,6 +232,11 @@ class OrderedComponent(Component):
                 if upstream_wm is not None and self._cursors[name].caught_up:
                     self._handle(self.unit.promise(name, upstream_wm))
             now = time.monotonic()
+            busy += time.perf_counter() - work_start
+            if now - span_start >= ALPHA_SPAN_S:  # alpha "auto": the share of the span spent working
+                if isinstance(self.unit, SpeculativeUnit):
+                    self.unit.adapt(busy / (now - span_start))
+                span_start, busy = now, 0.0
             if now >= next_check:
                 next_check = now + RECHECK_S
                 if now - self._meta_at >= RECHECK_S:

@@ -13,6 +13,7 @@ restore also withdraws what the component appended since (``OutputStream.rewind`
 from __future__ import annotations
 
 import asyncio
+import copyreg
 import io
 import logging
 import pickle
@@ -30,35 +31,44 @@ if TYPE_CHECKING:
 LIVE_TYPES: tuple[type, ...] = (OutputStream, InputChannel, Cursor, logging.Logger, asyncio.Event)
 
 
-class StateCodec:
-    """Deep copies as bytes; objects of ``LIVE_TYPES`` (and ``live`` ones) travel by reference."""
+#: Live objects of every codec, by codec and object id: what a pickled reference is resolved against.
+_LIVE: dict[int, dict[int, object]] = {}
 
-    def __init__(self, live: tuple[object, ...] = ()) -> None:
-        self._live: dict[int, object] = {id(obj): obj for obj in live}
-        self._live_ids = set(self._live)
+
+def _live_object(codec: int, obj: int) -> object:
+    return _LIVE[codec][obj]
+
+
+class StateCodec:
+    """Deep copies as bytes; objects of ``LIVE_TYPES`` travel by reference.
+
+    Live objects are found through the pickler's ``dispatch_table``, so only they cost a
+    Python call; everything else is copied by pickle's C code.
+    """
+
+    def __init__(self) -> None:
+        self._live: dict[int, object] = {}
+        _LIVE[id(self)] = self._live
+        self._table = copyreg.dispatch_table.copy()
+        for live_type in LIVE_TYPES:
+            self._table[live_type] = self._reduce_live
+
+    def __del__(self) -> None:
+        _LIVE.pop(id(self), None)
+
+    def _reduce_live(self, obj: object) -> tuple[Any, tuple[int, int]]:
+        self._live[id(obj)] = obj
+        return _live_object, (id(self), id(obj))
 
     def dump(self, state: Any) -> bytes:
         buffer = io.BytesIO()
-        live = self._live
-
-        class _Pickler(pickle.Pickler):
-            def persistent_id(self, obj: object) -> int | None:
-                if id(obj) in live or isinstance(obj, LIVE_TYPES):
-                    live[id(obj)] = obj
-                    return id(obj)
-                return None
-
-        _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(state)
+        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.dispatch_table = self._table
+        pickler.dump(state)
         return buffer.getvalue()
 
     def load(self, data: bytes) -> Any:
-        live = self._live
-
-        class _Unpickler(pickle.Unpickler):
-            def persistent_load(self, pid: Any) -> object:
-                return live[pid]
-
-        return _Unpickler(io.BytesIO(data)).load()
+        return pickle.loads(data)
 
 
 class ComponentSnapshots:
@@ -67,7 +77,7 @@ class ComponentSnapshots:
     def __init__(self, component: OrderedComponent, outputs: dict[str, OutputStream]) -> None:
         self.component = component
         self.outputs = outputs  # the streams a replay rewinds (not the late-events stream: it is never premature)
-        self.codec = StateCodec(live=(component,))
+        self.codec = StateCodec()
         self.rewound_tuples = 0
 
     def snapshot(self) -> bytes:

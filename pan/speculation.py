@@ -81,6 +81,41 @@ def validate_ordering_object(obj: Any) -> list[str]:
     return problems
 
 
+@dataclass
+class AlphaController:
+    """Run-time adaptation of alpha to the CPU that is free (seed 002 §4.4, Algorithm 3).
+
+    Every ``span`` the caller reports the busy factor ``b`` (the share of the span the
+    component spent working). Below ``low`` there is headroom: alpha halves (more
+    speculation), or, once halving would cross half the way from the last critical
+    alpha to 1, steps down by ``step``. Above ``high`` speculation costs more than the
+    CPU has: the current alpha is remembered and alpha goes back to 1 (buffering).
+    """
+
+    low: float = 0.8
+    high: float = 0.9
+    step: float = 0.05
+    alpha: float = 1.0
+    last_minimum: float = 1.0  # no critical alpha known yet: halve freely
+    slow: bool = False
+    resets: int = 0
+
+    def update(self, busy: float) -> float:
+        if busy > self.high:
+            self.last_minimum, self.alpha, self.slow = self.alpha, 1.0, False
+            self.resets += 1
+        elif busy < self.low:
+            if self.slow:
+                target = self.alpha - self.step
+            else:
+                target = self.alpha / 2
+                if (1 - self.last_minimum) / 2 > target:
+                    self.slow = True
+                    target = self.alpha - self.step
+            self.alpha = max(0.0, target)
+        return self.alpha
+
+
 class SpeculationTarget(Protocol):
     """What the unit drives: the component behind it (its state, as opaque bytes)."""
 
@@ -127,6 +162,8 @@ class SpeculativeUnit:
         self.speculation = speculation or SpeculationSettings()
         alpha = self.speculation.alpha
         self._alpha: Fraction = Fraction(1) if alpha == AUTO else Fraction(alpha)
+        #: ``alpha: "auto"``: the controller the worker reports its busy factor to (``adapt``).
+        self.controller: AlphaController | None = AlphaController() if alpha == AUTO else None
         self._watermark = settings.clock_mode == "watermark"
         self._pos = {s: i for i, s in enumerate(self.streams)}
         self._keys: list[tuple[int, int, int]] = []
@@ -158,6 +195,11 @@ class SpeculativeUnit:
         if not 0 <= value <= 1:
             raise ValueError(f"alpha must be in [0, 1], got {value}")
         self._alpha = value
+
+    def adapt(self, busy: float) -> None:
+        """``alpha: "auto"``: the share of the last span the component worked; moves alpha (Algorithm 3)."""
+        if self.controller is not None:
+            self.alpha = self.controller.update(busy)
 
     @property
     def k(self) -> int:
@@ -364,6 +406,7 @@ class SpeculativeUnit:
             "max_snapshot_bytes": self.speculation.max_snapshot_bytes,
             "capped": self.capped,
             "fallbacks": self.fallbacks,
+            "alpha_resets": self.controller.resets if self.controller is not None else 0,
         }
         return out
 

@@ -215,3 +215,18 @@ def test_ordering_object_is_checked() -> None:
     assert validate_ordering_object({"alpha": 0.5})  # alpha only with speculative
     assert validate_ordering_object({"mode": "speculative", "max_snapshot_bytes": -1})
     assert validate_ordering_object([1])
+
+
+def test_alpha_adaptation_follows_algorithm_3() -> None:
+    """Halve while there is headroom, back to 1 when busy, then halve down to the bisection line and step."""
+    from pan.speculation import AlphaController
+
+    control = AlphaController(low=0.8, high=0.9, step=0.05)
+    assert [control.update(0.5) for _ in range(3)] == [0.5, 0.25, 0.125]
+    assert control.update(0.85) == 0.125  # inside the target zone: unchanged
+    assert control.update(0.95) == 1.0 and control.last_minimum == 0.125 and control.resets == 1
+    # (1 - 0.125) / 2 = 0.4375: 1 -> 0.5 halves; 0.25 would cross the line, so it steps by 0.05 from then on.
+    assert control.update(0.5) == 0.5
+    assert control.update(0.5) == pytest.approx(0.45)
+    assert control.update(0.5) == pytest.approx(0.40)
+    assert control.slow

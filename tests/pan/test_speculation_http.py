@@ -111,3 +111,25 @@ async def test_a_raw_reader_that_applies_retractions_ends_with_the_settled_view(
     assert [t["i"] for t in settled] == list(range(len(settled)))
     assert len(settled) + info["component"]["ordering"]["late"] == sent
     assert settled == sorted(settled, key=lambda t: (t["ts"], t["sid"] != 4))
+
+
+async def test_alpha_auto_speculates_more_while_the_component_has_headroom(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """An idle merge uses far less than 80% of its time: alpha halves every span, shown in /streams."""
+    workflow = parse_workflow(workflow_dict(repository.port, [
+        forwarder("F", ["SENSOR4", "SENSOR13"]), speculative_merge(alpha="auto")]))
+    _fwd, merge = await workers.start(workflow)
+    url = f"http://{HOST}:{merge.server.port}/streams"
+
+    async def alpha() -> float:
+        return (await get_json(url))[1]["component"]["ordering"]["speculation"]["alpha"]
+
+    assert await alpha() == 1.0  # starts as a buffering unit
+    await wait_until(lambda: _below(alpha, 0.3), timeout_s=60)
+    info = (await get_json(url))[1]["component"]["ordering"]["speculation"]
+    assert info["alpha_mode"] == "auto"
+
+
+async def _below(alpha: Any, bound: float) -> bool:
+    return await alpha() < bound

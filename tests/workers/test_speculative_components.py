@@ -44,9 +44,9 @@ BASE_ATTRIBUTES = {
 
 @pytest.fixture(scope="module")
 def streams(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
-    """Every stream of the workflow (sources and outputs), in index order, over 18 s of a generated match."""
+    """Every stream of the workflow (sources and outputs), in index order, over 12 s of a generated match."""
     work = tmp_path_factory.mktemp("spec")
-    data = plain_split(generate(work / "game", 0.3, 11), work / "split")
+    data = plain_split(generate(work / "game", 0.2, 11), work / "split")
     collected: dict[str, list[dict[str, Any]]] = {}
     readers: dict[str, OutputReader] = {}
 
@@ -122,7 +122,16 @@ def comparable(value: Any) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("worker", [w.name for w in load_workflow(WORKFLOW).workers if w.type not in ("forwarder",)])
+def one_worker_per_type() -> list[str]:
+    """The first worker of each ordered type (the other team's twin runs the same code)."""
+    first: dict[str, str] = {}
+    for w in load_workflow(WORKFLOW).workers:
+        if w.type != "forwarder":
+            first.setdefault(w.type, w.name)
+    return list(first.values())
+
+
+@pytest.mark.parametrize("worker", one_worker_per_type())
 def test_speculative_outputs_equal_buffering(worker: str, streams: dict[str, list[dict[str, Any]]]) -> None:
     spec = load_workflow(WORKFLOW).worker(worker)
     results = {}
