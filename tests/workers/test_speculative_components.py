@@ -44,9 +44,9 @@ BASE_ATTRIBUTES = {
 
 @pytest.fixture(scope="module")
 def streams(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
-    """Every stream of the workflow (sources and outputs), in index order, over 12 s of a generated match."""
+    """Every stream of the workflow (sources and outputs), in index order, over 6 s of a generated match."""
     work = tmp_path_factory.mktemp("spec")
-    data = plain_split(generate(work / "game", 0.2, 11), work / "split")
+    data = plain_split(generate(work / "game", 0.1, 11), work / "split")
     collected: dict[str, list[dict[str, Any]]] = {}
     readers: dict[str, OutputReader] = {}
 
@@ -134,10 +134,14 @@ def one_worker_per_type() -> list[str]:
 @pytest.mark.parametrize("worker", one_worker_per_type())
 def test_speculative_outputs_equal_buffering(worker: str, streams: dict[str, list[dict[str, Any]]]) -> None:
     spec = load_workflow(WORKFLOW).worker(worker)
+    params, inputs_of = dict(spec.params), list(spec.inputs)
+    if spec.type in ("running", "heatmap"):  # fed by player streams: two players are enough, each one's state
+        params["players"] = params["players"][:2]  # is the same kind of thing (and heat maps' are large)
+        inputs_of = [name for name in inputs_of if name in params["players"]]
     results = {}
     components = {}
     for mode, ordering in (("buffering", None), ("speculative", {"mode": "speculative", "alpha": 0})):
-        component = build_component(spec.type, spec.params, spec.inputs, buffer_size=10**7, ordering=ordering)
+        component = build_component(spec.type, params, inputs_of, buffer_size=10**7, ordering=ordering)
         assert isinstance(component, OrderedComponent)
         inputs = {name: streams.get(name, []) for name in component.ctx.inputs}
         assert any(inputs.values()), f"{worker}: no input"
@@ -147,7 +151,7 @@ def test_speculative_outputs_equal_buffering(worker: str, streams: dict[str, lis
     assert metrics["replays"] > 0, metrics  # the held-back events did land in front of the AEP
     assert results["speculative"] == results["buffering"]
     # Undeclared state: anything else the component changed differs from a fresh instance's value.
-    fresh = build_component(spec.type, spec.params, spec.inputs)
+    fresh = build_component(spec.type, params, inputs_of)
     declared = set(type(components["speculative"]).state_attributes or ())
     for name, value in vars(components["speculative"]).items():
         if name in BASE_ATTRIBUTES or name in declared:
