@@ -90,8 +90,15 @@ class StreamSubscriber:
         token: str | None = None,
         allowed_hosts: frozenset[str] | None = None,
         tls: ssl.SSLContext | None = None,
+        view: str = "settled",
     ) -> None:
+        if view not in ("settled", "raw"):
+            raise ValueError(f"view must be 'settled' or 'raw', got {view!r}")
         self.stream = stream
+        #: ``settled`` (default): of a speculative stream only the tuples no retraction can touch; ``raw``: every
+        #: tuple as soon as it is published, and ``{"retract": {"after": n, "generation": g}}`` markers (with
+        #: ``gaps``) where tuples after ``n`` that were delivered are withdrawn and read again.
+        self.view = view
         #: Publishers' hosts this subscriber may pull from (the workflow's ``allowed_hosts``); None: any host the
         #: repository names. A repository that names another is not followed.
         self.allowed_hosts = allowed_hosts
@@ -104,6 +111,7 @@ class StreamSubscriber:
         self.state = SubscriptionState(
             stream, start=start, reset=reset, exclude=exclude, retry_backoff_s=retry_backoff_s
         )
+        self.state.raw_view = view == "raw"
         #: ``hold``: a name under which publishers keep every tuple this subscriber has not read
         #: (``/data?hold=``), for recorders that must lose nothing; a live client leaves it None and skips ahead.
         #: ``wake_on_meta``: long polls also end on producer meta changes (K, wm).
@@ -214,7 +222,8 @@ class StreamSubscriber:
                     continue
             try:
                 after = state.position if state.positioned else None
-                answer = await self.fetcher.get(self._session, state.source, after)
+                generation = state.raw_generation if state.raw_view else None
+                answer = await self.fetcher.get(self._session, state.source, after, generation)
             except BadAnswer as exc:
                 self._bad_page(state.source, exc)
                 # Even a repository that keeps naming this publisher cannot make us spin.

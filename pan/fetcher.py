@@ -86,16 +86,19 @@ class PageFetcher:
         """``source`` answers in this process, without HTTP."""
         return self.local is not None and self.local.lookup(source.host, source.port) is not None
 
-    async def get(self, session: aiohttp.ClientSession, source: Source, after: int | None) -> dict[str, Any]:
+    async def get(
+        self, session: aiohttp.ClientSession, source: Source, after: int | None, raw_generation: int | None = None
+    ) -> dict[str, Any]:
         """The publisher's `/data` answer for the tuples after index ``after``, decoded and checked.
 
-        ``after=None`` asks only for the newest index (where ``start="latest"`` begins). Raises
+        ``after=None`` asks only for the newest index (where ``start="latest"`` begins). ``raw_generation``:
+        the raw view of a speculative stream, for a reader that has seen that retract generation. Raises
         ``BadAnswer`` for an unusable page, ``SubscriberError`` if the publisher rejects the request,
         and ``ValueError``, ``aiohttp.ClientError``, ``TimeoutError`` or ``OSError`` if it fails.
         """
         serve = self.local.lookup(source.host, source.port) if self.local is not None else None
         if serve is not None:
-            return _checked_page(await self._get_local(serve, source, after))
+            return _checked_page(await self._get_local(serve, source, after, raw_generation))
         if after is None:
             params = {"s": self.stream, "l": "1"}
         else:
@@ -106,6 +109,8 @@ class PageFetcher:
                 params["m"] = "1"
             if self.hold is not None:
                 params["hold"] = self.hold
+        if raw_generation is not None:
+            params["view"], params["g"] = "raw", str(raw_generation)
         timeout = aiohttp.ClientTimeout(total=self.max_wait_ms / 1000 + self.request_timeout_s)
         try:
             async with session.get(
@@ -124,14 +129,18 @@ class PageFetcher:
             return _checked_page(_arrow_page(body))
         return _checked_page(body)
 
-    async def _get_local(self, serve: DataFunction, source: Source, after: int | None) -> bytes:
+    async def _get_local(
+        self, serve: DataFunction, source: Source, after: int | None, raw_generation: int | None = None
+    ) -> bytes:
         """The same fetch as over HTTP, answered by a publisher in this process."""
         if after is None:
             after, oldest, latest, wait_ms = -1, None, 1, 0
         else:
             oldest, latest, wait_ms = self.page_size, None, self.max_wait_ms
         try:
-            return await serve(self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold)
+            return await serve(
+                self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation
+            )
         except NotFound as exc:
             raise ValueError(f"{source.endpoint}: {exc.message}") from None
         except BadRequest as exc:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold)`` -> the `/data` answer body.
-DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None], Awaitable[bytes]]
+#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation)`` -> the `/data` answer body.
+DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None, int | None], Awaitable[bytes]]
 
 
 class LocalPublishers:

@@ -37,11 +37,14 @@ from pan.ordering import (
     load_profile,
     validate_ordering_params,
 )
+from pan.snapshots import ComponentSnapshots
 from pan.specs import WorkerSpec
+from pan.speculation import SpeculationSettings, SpeculativeUnit, validate_ordering_object
 from pan.streams import Tuple
 
 READ_BATCH = 2000
 RECHECK_S = 0.1  # every input is looked at this often even without a wake-up (a safety net, no decision)
+ALPHA_SPAN_S = 0.5  # alpha "auto": the busy factor is measured over this much wall time (seed 002 §4.4)
 META_INTERVAL_S = 0.005  # outputs' meta (K, clk, wm) is refreshed at most this often, unless K grew
 ORDERING_KEYS = (*PARAM_KEYS, "delay_profile", "arrival_log", "policy")
 #: Detection policies (docs/policies.md): ``best_effort`` ignores lost input; under ``nfp`` (no false
@@ -59,6 +62,11 @@ class OrderedComponent(Component):
     #: reports a kick when its spike ends, stamped with its first sample). The output
     #: watermark promised downstream is the release point minus this.
     max_backdate_ps: ClassVar[int] = 0
+    #: The attributes that hold the component's state. A speculative ordering unit (the worker key
+    #: ``ordering: {"mode": "speculative"}``) deep-copies them before each premature event and puts the
+    #: copy back to replay (pan/snapshots.py); streams and loggers inside are kept, not copied. None: the
+    #: component cannot run speculatively, unless it overrides ``snapshot_state`` and ``restore_state``.
+    state_attributes: ClassVar[tuple[str, ...] | None] = None
 
     # --- description ---------------------------------------------------------------
 
@@ -103,6 +111,37 @@ class OrderedComponent(Component):
         return []
 
     @classmethod
+    def check_ordering(cls, spec: WorkerSpec) -> list[str]:
+        """Problems with the worker's ``ordering`` object, each naming its key (the parser calls this)."""
+        if spec.ordering is None:
+            return []
+        problems = validate_ordering_object(spec.ordering)
+        if not problems and cls.speculative(spec) and not cls.supports_snapshots():
+            problems.append(f"ordering.mode: type {cls.type_name!r} declares no state_attributes, so it cannot "
+                            "run speculatively")
+        return problems
+
+    @classmethod
+    def speculative(cls, spec: WorkerSpec) -> bool:
+        return isinstance(spec.ordering, dict) and spec.ordering.get("mode") == "speculative"
+
+    @classmethod
+    def supports_snapshots(cls) -> bool:
+        return cls.state_attributes is not None or (
+            cls.snapshot_state is not OrderedComponent.snapshot_state
+            and cls.restore_state is not OrderedComponent.restore_state
+        )
+
+    def snapshot_state(self) -> Any:
+        """The component's state (the declared ``state_attributes``); the middleware copies it deeply."""
+        return {name: getattr(self, name) for name in self.state_attributes or ()}
+
+    def restore_state(self, state: Any) -> None:
+        """Put back a copy of what ``snapshot_state`` returned (the middleware made the copy)."""
+        for name, value in state.items():
+            setattr(self, name, value)
+
+    @classmethod
     def check_policy(cls, spec: WorkerSpec) -> list[str]:
         policy = spec.params.get("policy", POLICIES[0])
         return [] if policy in POLICIES else [f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}"]
@@ -115,9 +154,17 @@ class OrderedComponent(Component):
         settings = OrderingSettings.from_params({k: v for k, v in self.params.items() if k in PARAM_KEYS}, streams)
         if "delay_profile" in self.params:
             settings = OrderingSettings.from_profile(load_profile(self.params["delay_profile"]), streams, settings)
-        self.unit = OrderingUnit(settings, streams)
         late = self.late_stream(ctx.spec)
         self.late_output = ctx.outputs[late] if late else None
+        self.snapshots: ComponentSnapshots | None = None
+        self.unit: OrderingUnit | SpeculativeUnit
+        if self.speculative(ctx.spec):
+            spec_outputs = {n: o for n, o in ctx.outputs.items() if o is not self.late_output}
+            self.snapshots = ComponentSnapshots(self, spec_outputs)
+            speculation = SpeculationSettings.from_object(ctx.spec.ordering or {})
+            self.unit = SpeculativeUnit(settings, streams, self.snapshots, speculation)
+        else:
+            self.unit = OrderingUnit(settings, streams)
         self._wake = asyncio.Event()
         self._dirty: dict[str, None] = dict.fromkeys(ctx.inputs)  # inputs to look at (a set in input order)
         self._cursors: dict[str, Cursor] = {}  # where this component has read each input up to
@@ -148,8 +195,10 @@ class OrderedComponent(Component):
 
     async def run(self) -> None:
         next_check = time.monotonic()
+        span_start, busy = next_check, 0.0
         while True:
             self._wake.clear()
+            work_start = time.perf_counter()
             # Only inputs that changed since the last round: a worker may have dozens of inputs
             # and be woken thousands of times a second, each time by one of them.
             dirty, self._dirty = self._dirty, {}
@@ -183,6 +232,11 @@ class OrderedComponent(Component):
                 if upstream_wm is not None and self._cursors[name].caught_up:
                     self._handle(self.unit.promise(name, upstream_wm))
             now = time.monotonic()
+            busy += time.perf_counter() - work_start
+            if now - span_start >= ALPHA_SPAN_S:  # alpha "auto": the share of the span spent working
+                if isinstance(self.unit, SpeculativeUnit):
+                    self.unit.adapt(busy / (now - span_start))
+                span_start, busy = now, 0.0
             if now >= next_check:
                 next_check = now + RECHECK_S
                 if now - self._meta_at >= RECHECK_S:
@@ -218,12 +272,14 @@ class OrderedComponent(Component):
             self._handle(self.unit.promise(name, END_OF_STREAM))
 
     def _handle(self, released: Released) -> None:
-        if released.events:
+        if released.events and self.snapshots is None:  # a speculative unit has handed them on already
             self.process(released.events)
         if released.late and self.late_output is not None:
             self.late_output.extend(released.late)
         if released.late:
             self._report_late(released.late)
+        if self.snapshots is not None:
+            self.snapshots.settle(self.unit.oldest_snapshot)  # type: ignore[union-attr]
         self._publish_meta()
 
     def _publish_meta(self, force: bool = False) -> None:
@@ -316,6 +372,7 @@ class Merge(OrderedComponent):
 
     type_name = "merge"
     own_params = ("output",)
+    state_attributes = ()  # stateless: a replay only rewinds the output
 
     @classmethod
     def check_own_params(cls, spec: WorkerSpec) -> list[str]:

@@ -365,6 +365,9 @@ class OrderingUnit:
         self._is_clock = [s in self._clock_set for s in streams]
         self._deliver = settings.late_policy == "deliver"
         self._watermark = settings.clock_mode == "watermark"
+        # Release strictly below clk - K (1) or up to it (0). Watermark mode is strict: a stream at t may
+        # still bring events at t. The speculative unit settles strictly in both modes (pan/speculation.py).
+        self._tie = int(self._watermark)
         # Promises (below END_OF_STREAM) per stream, apart from the data seen: a promise says how far the
         # stream has progressed, never how late its events are, so it is not a delay reference.
         self._promised: list[int | None] = [None] * len(streams)
@@ -597,7 +600,7 @@ class OrderingUnit:
             return END_OF_STREAM
         if self._clk is None:
             return None
-        return self._clk - self._k - self._watermark
+        return self._clk - self._k - self._tie
 
     def _progress(self, pos: int) -> int | None:
         """How far a stream is known to have come: its largest ts or promise."""
@@ -750,7 +753,7 @@ class OrderingUnit:
         if not self._n_buf or (self._clk is None and not everything):
             return out
         # In watermark mode a stream at ts t may still bring more events at t: release strictly below.
-        limit = math.inf if everything else self._clk - self._k - self._watermark
+        limit = math.inf if everything else self._clk - self._k - self._tie
         all_ts: list[int] = []
         all_ev: list[dict] = []
         starts: list[int] = []  # where each contributing stream's piece begins

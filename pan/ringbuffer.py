@@ -112,6 +112,20 @@ class RingBuffer(Generic[T]):
             self._slots[dropped % self.capacity] = _HOLE  # frees the item now
         self._first = index
 
+    def truncate_after(self, index: int) -> None:
+        """Withdraw every item after ``index``: the next append gets ``index + 1`` again (a retraction)."""
+        if index + 1 >= self._next:
+            return
+        for gone in range(max(index + 1, self._first, self._next - self.capacity), self._next):
+            self._slots[gone % self.capacity] = _HOLE
+        self._next = index + 1
+        self._first = min(self._first, self._next)
+        keep = bisect.bisect_right(self._hole_starts, index)
+        del self._hole_starts[keep:], self._hole_ends[keep:]
+        if self._hole_ends and self._hole_ends[-1] > index:
+            self._hole_ends[-1] = index
+        self.poke()
+
     def reset(self, start_index: int = 0) -> None:
         """Forget everything, e.g. when an upstream producer restarted."""
         self._slots = [_HOLE] * self.capacity

@@ -7,6 +7,7 @@ to any number of subscribers is a byte join rather than re-encoding.
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 from itertools import repeat
 from typing import Any
 
@@ -28,6 +29,8 @@ Tuple = dict[str, Any]
 
 #: Bytes of tuples in one `/data` answer at most (beyond one tuple).
 PAGE_BYTES = 1 << 20
+#: Rewinds of a speculative output remembered for raw readers that missed some (``retract_notice``).
+MAX_REWINDS = 4096
 
 #: A lossless reader (``/data?hold=NAME``) that has not asked for this long is forgotten (s); above the
 #: longest long poll, so only a reader that went away expires.
@@ -88,6 +91,12 @@ class OutputStream:
         self.progress = progress  # what every /data answer says in ``meta``
         self._progress_json = orjson.dumps(progress.to_json())
         self.appended = 0
+        self.retractions = 0  # rewinds (``rewind``): the generation of the latest retract notice
+        self.retracted_tuples = 0
+        self._rewinds: list[tuple[int, int]] = []  # (generation, after) of the latest MAX_REWINDS rewinds
+        #: Speculative producers only: the newest index no retraction can touch (``settle``); the default
+        #: (settled) view of /data serves tuples up to it, the raw view everything. None: every tuple is final.
+        self.settled: int | None = None
         self.served_tuples = 0
         self.requests = 0
         self._name_json = orjson.dumps(name)
@@ -253,6 +262,50 @@ class OutputStream:
         self.progress = progress
         self._progress_json = orjson.dumps(progress.to_json())
 
+    def rewind(self, after: int) -> None:
+        """Withdraw the tuples after index ``after`` (a speculative component revises its output).
+
+        The next tuples reuse the indices from ``after + 1`` on, and every page from now on carries
+        ``retract: {"after": n, "generation": g}`` in its meta, so a reader that already read past
+        ``n`` drops what it holds beyond ``n`` and reads again (docs/ordering.md, "Speculation").
+        """
+        if after + 1 >= self.buffer.next_index:
+            return
+        if self.settled is not None and after < self.settled:
+            raise ValueError(f"{self.name}: cannot withdraw settled tuples (after {after}, settled {self.settled})")
+        self.retracted_tuples += self.buffer.next_index - after - 1
+        self.buffer.truncate_after(after)
+        gone = len(self._sizes) - self._sizes_start - len(self.buffer)
+        if gone > 0:
+            self.held_bytes -= sum(self._sizes[-gone:])
+            del self._sizes[-gone:]
+        self.retractions += 1
+        self._rewinds.append((self.retractions, after))
+        if len(self._rewinds) > MAX_REWINDS:
+            del self._rewinds[: len(self._rewinds) - MAX_REWINDS]
+        notice = {"after": after, "generation": self.retractions}
+        self._set_progress(self.progress.merged(StreamProgress.from_json({"retract": notice})))
+
+    def settle(self, index: int) -> None:
+        """Tuples up to ``index`` are final (a speculative producer's settled prefix); wakes settled readers."""
+        index = min(index, self.buffer.next_index - 1)
+        if self.settled is None or index > self.settled:
+            self.settled = index
+            self.buffer.poke()
+
+    def retract_notice(self, generation: int) -> dict[str, int] | None:
+        """What a raw reader that has seen ``generation`` must drop: every tuple after ``after`` (None: nothing).
+
+        The smallest ``after`` of the rewinds since; a reader further behind than the history kept
+        re-reads from the oldest tuple held.
+        """
+        if generation >= self.retractions:
+            return None
+        missed = [after for gen, after in self._rewinds if gen > generation]
+        if len(missed) < self.retractions - generation:
+            missed.append(self.buffer.next_index - len(self.buffer) - 1)
+        return {"after": min(missed), "generation": self.retractions}
+
     def reset(self, progress: StreamProgress) -> None:
         """Start over with new indices, e.g. because the original producer restarted."""
         self.buffer.reset(0)
@@ -260,10 +313,23 @@ class OutputStream:
         self._sizes_start = self.held_bytes = 0
         self._set_progress(progress)
 
-    def render(self, after: int, *, oldest: int | None, latest: int | None) -> bytes:
-        """The `/data` answer body, built from pre-encoded tuples."""
+    def render(self, after: int, *, oldest: int | None, latest: int | None, raw_generation: int | None = None) -> bytes:
+        """The `/data` answer body, built from pre-encoded tuples.
+
+        ``raw_generation`` None: the settled view (of a speculative producer only what no retraction can
+        touch); an int: the raw view for a reader that has seen that retract generation.
+        """
         page = self.buffer.read(after, oldest=oldest, latest=latest)
         items = page.items
+        last = page.last
+        meta = self._progress_json
+        if self.settled is not None and raw_generation is None and page.indices and page.indices[-1] > self.settled:
+            keep = bisect_right(page.indices, self.settled)
+            items, last = items[:keep], self.settled
+        elif raw_generation is not None:
+            notice = self.retract_notice(raw_generation)
+            if notice is not None:
+                meta = orjson.dumps({**self.progress.to_json(), "retract": notice})
         if latest is None:
             items = _within_page_bytes(items)
         self.requests += 1
@@ -274,8 +340,8 @@ class OutputStream:
                 self._name_json,
                 b',"tuples":[',
                 b",".join(items),
-                b'],"first":%d,"last":%d,"missed":%d,"meta":' % (page.first, page.last, page.missed),
-                self._progress_json,
+                b'],"first":%d,"last":%d,"missed":%d,"meta":' % (page.first, last, page.missed),
+                meta,
                 b"}",
             )
         )
@@ -294,6 +360,9 @@ class OutputStream:
             "holders": len(self._holders),
             "grown_for_holders": self.grown_for_holders,
             "appended": self.appended,
+            "retractions": self.retractions,
+            "retracted_tuples": self.retracted_tuples,
+            "settled": self.settled,
             "requests": self.requests,
             "served_tuples": self.served_tuples,
             "meta": self.progress.to_json(),

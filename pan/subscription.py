@@ -42,6 +42,7 @@ class SubscriberStats:
     errors: int = 0  # failed requests of any kind
     decode_errors: int = 0  # publisher pages that could not be decoded or were malformed
     bad_sources: int = 0  # repository answers naming an unusable publisher address
+    retractions: int = 0  # raw view: retract notices that withdrew tuples already delivered
 
 
 @dataclass(slots=True)
@@ -56,6 +57,9 @@ class Fetch:
     gaps: list[tuple[int, int]] = field(default_factory=list)
     #: Why the reset policy was applied (with ``reset``).
     reset_reason: str = ""
+    #: Raw view of a speculative stream: (after, generation) of a retraction. Tuples after ``after`` that were
+    #: delivered before are withdrawn; the subscriber reads on from ``after`` (its new position).
+    retract: tuple[int, int] | None = None
 
     def markers(self, position: int, epoch: str | None) -> list[Tuple]:
         """The tuples with ``{"gap": ...}`` markers among them in index order, after a ``{"reset": ...}`` marker.
@@ -63,6 +67,8 @@ class Fetch:
         ``position`` and ``epoch`` are the subscriber's after this fetch (where a reset resumed).
         """
         out: list[Tuple] = []
+        if self.retract is not None:
+            out.append({"retract": {"after": self.retract[0], "generation": self.retract[1]}})
         if self.reset:
             out.append({"reset": {"reason": self.reset_reason, "epoch": epoch, "position": position}})
         gaps = iter(self.gaps)
@@ -92,6 +98,9 @@ class SubscriptionState:
         self.position = start if isinstance(start, int) else -1
         #: False until the first answer when starting at ``latest``: that fetch only asks for the newest index.
         self.positioned = isinstance(start, int) or start == "earliest"
+        #: The raw view of a speculative stream (``view="raw"``): retract notices move the position back.
+        self.raw_view = False
+        self.raw_generation = 0  # the newest retract generation seen (the raw view asks with it, ``g``)
         self.epoch: str | None = None
         self.progress = EMPTY  # the publisher's ``meta`` in its latest answer
         self.upstream_last = -1  # the publisher's newest index at the last answer
@@ -146,8 +155,16 @@ class SubscriptionState:
             return Fetch([], progress=progress)
         if self.epoch is not None and epoch is not None and epoch != self.epoch:
             self.epoch = epoch
+            self.raw_generation = 0  # a new run of the producer counts its retractions from 0
             return self._reset(f"producer restarted (epoch {epoch})", last)
         self.epoch = epoch
+        notice = progress_retract(answer.get("meta")) if self.raw_view else None
+        if notice is not None and notice[1] > self.raw_generation:
+            self.raw_generation = notice[1]
+            if notice[0] < self.position:  # we delivered tuples that are withdrawn: read again after them
+                self.position = notice[0]
+                self.stats.retractions += 1
+                return Fetch([], progress=progress, retract=notice)
         if self.position > last and not answer.get("tuples"):
             if self.source is not None and not self.source.rep:
                 # The original producer will never reach our position again.
@@ -191,3 +208,14 @@ class SubscriptionState:
         self.position = -1 if self.reset_policy == "earliest" else last
         log.warning("%s: %s; reset to %s (position %d)", self.stream, why, self.reset_policy, self.position)
         return Fetch([], reset=True, progress=self.progress, reset_reason=why)
+
+
+def progress_retract(meta: Any) -> tuple[int, int] | None:
+    """The ``retract`` notice of a raw page's meta as (after, generation), or None (absent or malformed)."""
+    notice = meta.get("retract") if isinstance(meta, dict) else None
+    if not isinstance(notice, dict):
+        return None
+    after, generation = notice.get("after"), notice.get("generation")
+    if type(after) is not int or type(generation) is not int or after < -1 or generation < 1:
+        return None
+    return after, generation

@@ -36,22 +36,29 @@ __all__ = ["OutputReader", "build_component", "in_input_order", "output_tuples"]
 
 
 def build_component(
-    type_name: str, params: dict[str, Any] | None = None, inputs: list[str] | None = None, buffer_size: int = 1_000_000
+    type_name: str,
+    params: dict[str, Any] | None = None,
+    inputs: list[str] | None = None,
+    buffer_size: int = 1_000_000,
+    ordering: dict[str, Any] | None = None,
 ) -> Component:
     """A component of type ``type_name`` with these ``params`` and ``inputs``, every stream in memory.
 
     Raises ``ValueError`` for an unknown type and ``WorkflowError`` for parameters its
     ``check_params`` rejects, as loading a workflow would. Each output holds the last
-    ``buffer_size`` tuples.
+    ``buffer_size`` tuples. ``ordering`` is the worker's ``ordering`` object (e.g. a speculative unit).
     """
     component_type = get_component_type(type_name)
     if component_type is None:
         raise ValueError(f"unknown component type {type_name!r}")
     spec = WorkerSpec(
         name=f"test-{type_name}", type=type_name, host="127.0.0.1", port=1, peer="p",
-        inputs=list(inputs or []), buffer_size=buffer_size, params=dict(params or {}),
+        inputs=list(inputs or []), buffer_size=buffer_size, params=dict(params or {}), ordering=ordering,
     )
     problems = component_type.check_params(spec)
+    check_ordering = getattr(component_type, "check_ordering", None)
+    if ordering is not None and check_ordering is not None:
+        problems += check_ordering(spec)
     if problems:
         raise WorkflowError(problems, spec.name)
     ctx = ComponentContext(

@@ -10,6 +10,7 @@ docs/openapi-worker.yaml.
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -112,12 +113,17 @@ class WorkerApi:
         wait_ms = query_int(q, "w", default=0, minimum=0, maximum=MAX_WAIT_MS)
         wake_on_meta = query_bool(q, "m")
         hold = query_str(q, "hold")
+        view = query_str(q, "view") or "settled"
+        if view not in ("settled", "raw"):
+            raise BadRequest("parameter 'view' must be 'settled' or 'raw'")
+        generation = query_int(q, "g", default=0, minimum=0, maximum=MAX_INDEX)
         if latest is not None and oldest is not None:
             raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
         if hold is not None and not HOLDER_NAME.fullmatch(hold):
             raise BadRequest("parameter 'hold' must be 1-64 letters, digits or . _ : -")
         assert name is not None and after is not None and wait_ms is not None
-        body = await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta, hold)
+        raw_generation = generation if view == "raw" else None
+        body = await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation)
         if self.arrow and choose(request.headers.get("Accept"), DATA_TYPES) == arrow_pages.ARROW_TYPE:
             encoded = _as_arrow(body)
             if encoded is not None:
@@ -126,11 +132,12 @@ class WorkerApi:
 
     async def serve_data(
         self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
-        hold: str | None = None,
+        hold: str | None = None, raw_generation: int | None = None,
     ) -> bytes:
         """The `/data` answer body for validated parameters (HTTP and in-process subscribers).
 
-        ``hold``: the reader's name, if it must lose nothing (``OutputStream.hold``).
+        ``hold``: the reader's name, if it must lose nothing (``OutputStream.hold``). ``raw_generation``:
+        the raw view of a speculative output (with the retract generation the reader has seen); None: settled.
         """
         stream = self.worker.outputs.get(name)
         if stream is None:
@@ -139,9 +146,11 @@ class WorkerApi:
             stream.hold(hold, after)
         if latest is None and oldest is None:
             oldest = DEFAULT_PAGE
-        if wait_ms and stream.buffer.last <= after:
+        if stream.settled is not None and raw_generation is None:
+            await _wait_settled(stream, after, wait_ms / 1000)
+        elif wait_ms and stream.buffer.last <= after:
             await stream.buffer.wait_beyond(after, wait_ms / 1000, meta=wake_on_meta)
-        return stream.render(after, oldest=oldest, latest=latest)
+        return stream.render(after, oldest=oldest, latest=latest, raw_generation=raw_generation)
 
     # --- state ----------------------------------------------------------------------
 
@@ -217,3 +226,13 @@ def _as_arrow(body: bytes) -> bytes | None:
     except orjson.JSONDecodeError:  # a number orjson cannot read back: JSON readers fail on it the same way
         return None
     return arrow_pages.encode_page(page)
+
+
+async def _wait_settled(stream: OutputStream, after: int, timeout_s: float) -> None:
+    """Long poll of a settled view: until a tuple after ``after`` is settled, or the time is up."""
+    deadline = time.monotonic() + timeout_s
+    while stream.settled is not None and stream.settled <= after:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        await stream.buffer.wait_beyond(stream.buffer.last, left, meta=True)

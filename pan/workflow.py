@@ -41,7 +41,7 @@ TLS_KEYS = {"ca", "cert", "key"}
 AUTH_KEYS = {"secret_file", "secret_env"}
 REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
 WORKER_REQUIRED = ("name", "type", "host", "port")
-WORKER_KEYS = set(WORKER_REQUIRED) | {"peer", "inputs", "buffer_size", "buffer_bytes", "params"}
+WORKER_KEYS = set(WORKER_REQUIRED) | {"peer", "inputs", "buffer_size", "buffer_bytes", "params", "ordering"}
 #: Keys old-style files gave at the worker's top level; they belong in its params (the forwarder's own keys).
 MOVED_TO_PARAMS = ("ingest_port", "inter_pan_inputs")
 
@@ -323,7 +323,15 @@ class _Parser:
             buffer_size=buffer_size or DEFAULT_BUFFER_SIZE,
             buffer_bytes=buffer_bytes or DEFAULT_BUFFER_BYTES,
             params=params,
+            ordering=raw.get("ordering"),
         )
+        if spec.ordering is not None and component is not None:
+            check_ordering = getattr(component, "check_ordering", None)
+            if check_ordering is None:
+                self.bad(where, f"key 'ordering': type '{type_name}' has no ordering unit")
+            else:
+                for problem in check_ordering(spec):
+                    self.bad(where, problem)
         if component is not None and streams_ok:
             # params are checked even when other keys are wrong: they are a class of problem too
             mark = len(self.problems)

@@ -68,6 +68,8 @@ class ActiveBall(OrderedComponent):
     """Emits the rows of the ball in play; see the module docstring for the rule."""
 
     type_name = "active_ball"
+    state_attributes = ("active", "bad", "other_sid", "off_half", "outside_game", "switches", "exits", "emitted",
+                        "rows_on_arrays")
     own_params: ClassVar[tuple[str, ...]] = ("balls", "game_time_only", ARRAYS)
 
     @classmethod

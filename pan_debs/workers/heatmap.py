@@ -146,6 +146,7 @@ class HeatMap(PlayerStreamsComponent):
     """Player samples -> ``HM_<window>_<nx>x<ny>_<player>`` once per game second."""
 
     type_name = "heatmap"
+    state_attributes = (*PlayerStreamsComponent.COUNTERS, "_state", "emitted")
     own_params = ("players", "windows", "grids", "arrays")
 
     @classmethod

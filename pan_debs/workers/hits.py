@@ -70,6 +70,9 @@ class BallHits(OrderedComponent):
     """Emits one ``BALLHITS`` tuple per kick: ``player, sid, x, y, z, a``."""
 
     type_name = "ball_hits"
+    state_attributes = ("latest", "spike_sid", "spike_done", "spike_last", "spike_start", "bad", "other_sid", "hits",
+                        "ambiguous", "spikes", "decided_spikes", "doubts", "ball_gaps", "withheld", "doubt_markers",
+                        "rows_on_arrays")
     own_params: ClassVar[tuple[str, ...]] = (*DEFAULTS, ARRAYS)
 
     @classmethod

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from operator import itemgetter
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -107,6 +107,7 @@ class PlayerAverage(OrderedComponent):
     """SENSOR<sid> rows -> one ``A1``…``B8``/``REFEREE`` tuple per player per 20 ms slot."""
 
     type_name = "player_average"
+    state_attributes = ("_latest", "_slot", "_done", "rows", "bad", "foreign", "stale", "emitted", "rows_on_arrays")
     own_params = ("players", "arrays")
 
     @classmethod
@@ -332,6 +333,8 @@ class PlayerStreamsComponent(OrderedComponent):
 
     #: Who may be selected; A1..B8 by default, the referee too.
     ALLOWED: tuple[str, ...] = (*PLAYERS, REFEREE)
+    #: Counters of ``usable_samples``: part of a subclass's ``state_attributes``.
+    COUNTERS: ClassVar[tuple[str, ...]] = ("samples", "bad", "foreign", "out_of_order", "gaps")
 
     @classmethod
     def players(cls, spec: WorkerSpec) -> list[str]:

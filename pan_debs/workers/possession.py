@@ -174,6 +174,8 @@ class PossessionComponent(OrderedComponent):
     """Shared plumbing: inputs, validation and the event loop around ``Possession``."""
 
     own_params: ClassVar[tuple[str, ...]] = ()
+    #: State of every possession component (a speculative ordering unit copies it, docs/ordering.md).
+    STATE: ClassVar[tuple[str, ...]] = ("state", "bucket", "doubts", "ball_last", "unjudged", "intervals", "judged_ps")
 
     @classmethod
     def input_names(cls, spec: WorkerSpec) -> list[str]:
@@ -277,6 +279,7 @@ class PlayerPossession(PossessionComponent):
     """``BP_<player>``: ``player, time_ps, hits``."""
 
     type_name = "player_possession"
+    state_attributes = (*PossessionComponent.STATE, "pending", "emitted_bucket")
 
     @classmethod
     def main_outputs(cls, spec: WorkerSpec) -> list[str]:
@@ -338,6 +341,7 @@ class TeamPossession(PossessionComponent):
     """``BP_<window>_<team>``: ``team, time_ps, time_percent`` for each window in ``debs.WINDOWS``."""
 
     type_name = "team_possession"
+    state_attributes = (*PossessionComponent.STATE, "windows", "window_of", "whole_game", "last", "pending")
 
     @classmethod
     def main_outputs(cls, spec: WorkerSpec) -> list[str]:

@@ -110,6 +110,7 @@ class Running(PlayerStreamsComponent):
     """Player samples -> ``RUN_<p>`` (current segment) and ``RUNAGG_<w>_<p>`` (windows)."""
 
     type_name = "running"
+    state_attributes = (*PlayerStreamsComponent.COUNTERS, "_state")
     own_params = ("players", "windows", "agg_period_ms", "arrays")
 
     @classmethod

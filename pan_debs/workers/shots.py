@@ -81,6 +81,8 @@ class Shots(OrderedComponent):
     """Emits the ball rows of each shot on goal on ``SHOTS``."""
 
     type_name = "shots"
+    state_attributes = ("shot_id", "candidate", "buffered", "current", "player", "until", "last_bucket", "interrupted",
+                        "bad", "hits", "ignored_hits", "out", "doubts", "ball_ts", "withheld", "cut")
     own_params: ClassVar[tuple[str, ...]] = tuple(DEFAULTS)
 
     @classmethod

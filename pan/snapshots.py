@@ -1,0 +1,109 @@
+"""Snapshots of a component's state for speculative ordering units (pan/speculation.py).
+
+The middleware takes and restores them, never the component: a component names
+the attributes that hold its state (``OrderedComponent.state_attributes``), and a
+snapshot is a deep copy of them as bytes (pickle), so dicts, lists, objects and
+numpy arrays inside are copied however deeply they nest. Live objects the state
+refers to (output streams, input channels, loggers, the ordering unit) are not
+state: they are kept by reference, so a restored state writes to the same streams.
+Next to the state a snapshot records where each output stream stood, so a
+restore also withdraws what the component appended since (``OutputStream.rewind``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copyreg
+import io
+import logging
+import pickle
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from pan.channel import Cursor, InputChannel
+from pan.streams import OutputStream
+
+if TYPE_CHECKING:
+    from pan.ordered import OrderedComponent
+
+#: Objects shared, never copied, when they occur inside a component's state.
+LIVE_TYPES: tuple[type, ...] = (OutputStream, InputChannel, Cursor, logging.Logger, asyncio.Event)
+
+
+#: Live objects of every codec, by codec and object id: what a pickled reference is resolved against.
+_LIVE: dict[int, dict[int, object]] = {}
+
+
+def _live_object(codec: int, obj: int) -> object:
+    return _LIVE[codec][obj]
+
+
+class StateCodec:
+    """Deep copies as bytes; objects of ``LIVE_TYPES`` travel by reference.
+
+    Live objects are found through the pickler's ``dispatch_table``, so only they cost a
+    Python call; everything else is copied by pickle's C code.
+    """
+
+    def __init__(self) -> None:
+        self._live: dict[int, object] = {}
+        _LIVE[id(self)] = self._live
+        self._table = copyreg.dispatch_table.copy()
+        for live_type in LIVE_TYPES:
+            self._table[live_type] = self._reduce_live
+
+    def __del__(self) -> None:
+        _LIVE.pop(id(self), None)
+
+    def _reduce_live(self, obj: object) -> tuple[Any, tuple[int, int]]:
+        self._live[id(obj)] = obj
+        return _live_object, (id(self), id(obj))
+
+    def dump(self, state: Any) -> bytes:
+        buffer = io.BytesIO()
+        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.dispatch_table = self._table
+        pickler.dump(state)
+        return buffer.getvalue()
+
+    def load(self, data: bytes) -> Any:
+        return pickle.loads(data)
+
+
+class ComponentSnapshots:
+    """The speculative unit's target for one component: its state, its outputs' positions, its ``process``."""
+
+    def __init__(self, component: OrderedComponent, outputs: dict[str, OutputStream]) -> None:
+        self.component = component
+        self.outputs = outputs  # the streams a replay rewinds (not the late-events stream: it is never premature)
+        self.codec = StateCodec()
+        self.rewound_tuples = 0
+
+    def snapshot(self) -> bytes:
+        """The outputs' positions as a JSON line (read without unpickling, ``settle``), then the state."""
+        positions = {name: out.next_index for name, out in self.outputs.items()}
+        return orjson.dumps(positions) + b"\n" + self.codec.dump(self.component.snapshot_state())
+
+    @staticmethod
+    def positions(snapshot: bytes) -> dict[str, int]:
+        return orjson.loads(snapshot[: snapshot.index(b"\n")])
+
+    def restore(self, snapshot: bytes) -> None:
+        header = snapshot.index(b"\n")
+        positions = orjson.loads(snapshot[:header])
+        self.component.restore_state(self.codec.load(snapshot[header + 1 :]))
+        for name, position in positions.items():
+            out = self.outputs[name]
+            if out.next_index > position:
+                self.rewound_tuples += out.next_index - position
+                out.rewind(position - 1)
+
+    def process(self, events: list[dict]) -> None:
+        self.component.process(events)
+
+    def settle(self, oldest: bytes | None) -> None:
+        """Mark what no replay can withdraw: each output's tuples before the oldest snapshot's position."""
+        positions = self.positions(oldest) if oldest is not None else {}
+        for name, out in self.outputs.items():
+            out.settle(positions.get(name, out.next_index) - 1)

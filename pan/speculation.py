@@ -1,0 +1,422 @@
+"""Speculative ordering units: release part of the K-slack buffer early, replay on a mistake.
+
+A buffering unit (``pan/ordering.py``) holds every event until ``ts + K <= clk``.
+The speculative unit wraps one and emits an event to its component as soon as
+``ts + alpha*K <= clk`` (seed 002 §4.1), keeping it in its own buffer until the
+buffering rule *settles* it. Before each premature event it asks the component
+for a snapshot; an event that then arrives in front of the already-emitted
+pointer (AEP) makes it restore the snapshot of the earliest affected event and
+replay the buffer from there in order. The component never learns about any of
+this: snapshots are taken and restored by the middleware (``OrderedComponent``).
+
+Settling follows the inner unit: K, clk, promises, the end, late events and the
+delay measurements are exactly the buffering unit's, except that the speculative
+unit settles strictly below ``clk - K`` in max mode too (Algorithm 2's purge), so an
+event tied with ``clk - K`` stays replayable one clock step longer. Settled events
+are final: what the component made of them can no longer change.
+
+Pure computation like the buffering unit: no I/O, no wall time.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Protocol
+
+from pan.ordering import OrderingSettings, OrderingUnit, Released
+from pan.progress import StreamProgress
+
+MODES = ("buffering", "speculative")
+#: Keys of a worker's ``ordering`` object (``{"mode": "speculative", "alpha": 0.33}``).
+ORDERING_OBJECT_KEYS = ("mode", "alpha", "max_snapshot_bytes")
+DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class SpeculationSettings:
+    """``alpha`` in [0, 1] (1: emit no earlier than buffering would) or ``"auto"`` (adapted at run time)."""
+
+    alpha: Fraction | str = Fraction(1)
+    max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> SpeculationSettings:
+        """From a worker's ``ordering`` object; ValueError names every problem."""
+        problems = validate_ordering_object(obj)
+        if problems:
+            raise ValueError("; ".join(problems))
+        alpha = obj.get("alpha", 1)
+        return cls(
+            alpha=AUTO if alpha == AUTO else Fraction(alpha).limit_denominator(10**6),
+            max_snapshot_bytes=obj.get("max_snapshot_bytes", DEFAULT_MAX_SNAPSHOT_BYTES),
+        )
+
+
+def validate_ordering_object(obj: Any) -> list[str]:
+    """Problems with a worker's ``ordering`` object, each naming its key."""
+    if not isinstance(obj, Mapping):
+        return [f"ordering: must be an object, got {type(obj).__name__}"]
+    problems = [f"ordering.{k}: unknown key (allowed: {', '.join(ORDERING_OBJECT_KEYS)})"
+                for k in obj if k not in ORDERING_OBJECT_KEYS]
+    mode = obj.get("mode", "buffering")
+    if mode not in MODES:
+        problems.append(f"ordering.mode: must be one of {', '.join(MODES)}, got {mode!r}")
+    if "alpha" in obj:
+        alpha = obj["alpha"]
+        if mode != "speculative":
+            problems.append("ordering.alpha: only with mode speculative")
+        elif alpha != AUTO and not (
+            isinstance(alpha, int | float) and not isinstance(alpha, bool) and math.isfinite(alpha) and 0 <= alpha <= 1
+        ):
+            problems.append(f'ordering.alpha: must be a number in [0, 1] or "auto", got {alpha!r}')
+    if "max_snapshot_bytes" in obj:
+        cap = obj["max_snapshot_bytes"]
+        if not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0):
+            problems.append(f"ordering.max_snapshot_bytes: must be an integer >= 0, got {cap!r}")
+    return problems
+
+
+@dataclass
+class AlphaController:
+    """Run-time adaptation of alpha to the CPU that is free (seed 002 §4.4, Algorithm 3).
+
+    Every ``span`` the caller reports the busy factor ``b`` (the share of the span the
+    component spent working). Below ``low`` there is headroom: alpha halves (more
+    speculation), or, once halving would cross half the way from the last critical
+    alpha to 1, steps down by ``step``. Above ``high`` speculation costs more than the
+    CPU has: the current alpha is remembered and alpha goes back to 1 (buffering).
+    """
+
+    low: float = 0.8
+    high: float = 0.9
+    step: float = 0.05
+    alpha: float = 1.0
+    last_minimum: float = 1.0  # no critical alpha known yet: halve freely
+    slow: bool = False
+    resets: int = 0
+
+    def update(self, busy: float) -> float:
+        if busy > self.high:
+            self.last_minimum, self.alpha, self.slow = self.alpha, 1.0, False
+            self.resets += 1
+        elif busy < self.low:
+            if self.slow:
+                target = self.alpha - self.step
+            else:
+                target = self.alpha / 2
+                if (1 - self.last_minimum) / 2 > target:
+                    self.slow = True
+                    target = self.alpha - self.step
+            self.alpha = max(0.0, target)
+        return self.alpha
+
+
+class SpeculationTarget(Protocol):
+    """What the unit drives: the component behind it (its state, as opaque bytes)."""
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, snapshot: bytes) -> None: ...
+
+    def process(self, events: list[dict]) -> None: ...
+
+
+class _SettlingUnit(OrderingUnit):
+    """The buffering unit inside: settles strictly below ``clk - K`` in both clock modes."""
+
+    def __init__(self, settings: OrderingSettings, streams: Sequence[str]) -> None:
+        super().__init__(settings, streams)
+        self._tie = 1
+
+    @property
+    def settled_key(self) -> tuple[float, int]:
+        """(ts, stream position) of the last event settled in order."""
+        return self._rel_key
+
+
+class SpeculativeUnit:
+    """A buffering unit plus premature emission, snapshots and replay (seed 002, Algorithms 1-2).
+
+    The buffer holds every event that is not settled yet, sorted by (ts, stream
+    position, arrival), the buffering unit's order. ``self._aep`` counts the
+    emitted entries at its front; each of them has the component's snapshot from
+    just before it was processed. Two consecutive equal snapshots are one object.
+    """
+
+    def __init__(
+        self,
+        settings: OrderingSettings,
+        streams: Sequence[str],
+        target: SpeculationTarget,
+        speculation: SpeculationSettings | None = None,
+    ) -> None:
+        self.inner = _SettlingUnit(settings, streams)
+        self.settings = settings
+        self.streams = self.inner.streams
+        self.target = target
+        self.speculation = speculation or SpeculationSettings()
+        alpha = self.speculation.alpha
+        self._alpha: Fraction = Fraction(1) if alpha == AUTO else Fraction(alpha)
+        #: ``alpha: "auto"``: the controller the worker reports its busy factor to (``adapt``).
+        self.controller: AlphaController | None = AlphaController() if alpha == AUTO else None
+        self._watermark = settings.clock_mode == "watermark"
+        self._pos = {s: i for i, s in enumerate(self.streams)}
+        self._keys: list[tuple[int, int, int]] = []
+        self._events: list[dict] = []
+        self._snaps: list[bytes | None] = []  # per emitted entry: the state before it
+        self._aep = 0
+        self._seq = 0
+        self._held: dict[int, list[Any]] = {}  # id(snapshot) -> [snapshot, references]
+        self.snapshot_bytes = 0
+        self.max_snapshot_bytes_seen = 0
+        self.snapshots_taken = 0
+        self.snapshots_shared = 0
+        self.premature = 0
+        self.replays = 0
+        self.replayed_events = 0
+        self.restores = 0
+        self.fallbacks = 0  # times the snapshot cap stopped speculation
+        self.capped = False
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def alpha(self) -> Fraction:
+        return self._alpha
+
+    @alpha.setter
+    def alpha(self, value: float | Fraction) -> None:
+        value = Fraction(value).limit_denominator(10**6)
+        if not 0 <= value <= 1:
+            raise ValueError(f"alpha must be in [0, 1], got {value}")
+        self._alpha = value
+
+    def adapt(self, busy: float) -> None:
+        """``alpha: "auto"``: the share of the last span the component worked; moves alpha (Algorithm 3)."""
+        if self.controller is not None:
+            self.alpha = self.controller.update(busy)
+
+    @property
+    def k(self) -> int:
+        return self.inner.k
+
+    @property
+    def clk(self) -> int | None:
+        return self.inner.clk
+
+    @property
+    def ended(self) -> bool:
+        return self.inner.ended
+
+    @property
+    def release_limit(self) -> int | None:
+        """Every event up to this ts is settled (final); see ``OrderingUnit.release_limit``."""
+        return self.inner.release_limit
+
+    @property
+    def buffered(self) -> int:
+        return len(self._keys)
+
+    @property
+    def emitted_unsettled(self) -> int:
+        """Events the component has processed that may still be replayed (the AEP's position)."""
+        return self._aep
+
+    @property
+    def oldest_snapshot(self) -> bytes | None:
+        """The snapshot a replay could go back to furthest (None: nothing emitted is unsettled)."""
+        return next((snap for snap in self._snaps if snap is not None), None)
+
+    @property
+    def late_count(self) -> int:
+        return self.inner.late_count
+
+    def progress(self) -> StreamProgress:
+        return self.inner.progress()
+
+    # ------------------------------------------------------------------ input
+
+    def push(self, stream: str, events: Sequence[dict]) -> Released:
+        """Insert a batch (replaying if it lands in front of the AEP), settle, emit what is due.
+
+        Returns the events settled by this call (already processed by the target,
+        ``events``) and the late ones (``late``), as the buffering unit would.
+        """
+        pos = self._pos.get(stream)
+        if pos is None:
+            raise ValueError(f"unknown input stream {stream!r}; inputs are {list(self.streams)}")
+        if not events:
+            return Released()
+        for ev in events:
+            ts = ev.get("ts") if isinstance(ev, Mapping) else None
+            if type(ts) is not int:
+                raise ValueError(f"{stream}: every event needs an integer 'ts', got {ts!r}")
+        rts, rpos = self.inner.settled_key
+        fresh: list[tuple[tuple[int, int, int], dict]] = []
+        for ev in events:
+            ts = ev["ts"]
+            self._seq += 1
+            if ts < rts or (ts == rts and pos < rpos):
+                continue  # behind what is settled: late, reported by the inner unit
+            fresh.append(((ts, pos, self._seq), ev))
+        if fresh:
+            first = min(key for key, _ in fresh)
+            if self._aep and first < self._keys[self._aep - 1]:
+                self._rewind(bisect_right(self._keys, first))
+            for key, ev in fresh:
+                at = bisect_right(self._keys, key)
+                self._keys.insert(at, key)
+                self._events.insert(at, ev)
+                if at < len(self._snaps):  # only unemitted entries lie behind the AEP
+                    raise AssertionError("speculative buffer: insertion in front of the AEP after a rewind")
+        return self._after(self.inner.push(stream, events))
+
+    def promise(self, stream: str, ts: int) -> Released:
+        """Progress of ``stream`` (see ``OrderingUnit.promise``); may settle and emit."""
+        return self._after(self.inner.promise(stream, ts))
+
+    def notice_upstream_k(self, stream: str, k_upstream: int) -> bool:
+        return self.inner.notice_upstream_k(stream, k_upstream)
+
+    def flush(self) -> Released:
+        """Settle and emit everything (offline use, tests)."""
+        return self._after(self.inner.flush(), everything=True)
+
+    # ------------------------------------------------------------------ internals
+
+    def _rewind(self, to: int) -> None:
+        """Restore the state from before entry ``to`` and mark it and everything after as not emitted."""
+        snap = self._snaps[to]
+        if snap is None:  # pragma: no cover - every emitted, unsettled entry has one
+            raise AssertionError("speculative buffer: emitted entry without a snapshot")
+        self.target.restore(snap)
+        self.replays += 1
+        self.restores += 1
+        self.replayed_events += self._aep - to
+        for s in self._snaps[to:]:
+            self._release_snapshot(s)
+        del self._snaps[to:]
+        self._aep = to
+
+    def _after(self, released: Released, everything: bool = False) -> Released:
+        """Settle what the inner unit released, then emit what the speculation rule lets go."""
+        late_ids = {id(e) for e in released.late}
+        settled = [e for e in released.events if id(e) not in late_ids]
+        n = len(settled)
+        if n:
+            if n > len(self._events) or any(a is not b for a, b in zip(self._events[:n], settled, strict=False)):
+                raise AssertionError("speculative buffer out of step with the buffering unit")
+            if n > self._aep:  # due now and final: no snapshot needed
+                self.target.process(self._events[self._aep : n])
+                self._snaps.extend([None] * (n - self._aep))
+                self._aep = n
+            for s in self._snaps[:n]:
+                self._release_snapshot(s)
+            del self._keys[:n], self._events[:n], self._snaps[:n]
+            self._aep -= n
+        if released.late and self.settings.late_policy == "deliver":
+            self.target.process(list(released.late))
+        self._emit(everything or self.inner.ended)
+        return Released(events=settled, late=released.late)
+
+    def _emit_limit(self) -> float:
+        """Largest ts the speculation rule emits now (``ts + alpha*K <= clk``; strictly below in watermark mode)."""
+        clk = self.inner.clk
+        if clk is None:
+            return -math.inf
+        ak = self._alpha * self.inner.k
+        if self._watermark:
+            return clk - math.floor(ak) - 1
+        return clk - math.ceil(ak)
+
+    def _emit(self, everything: bool) -> None:
+        n = len(self._keys)
+        if self._aep >= n:
+            return
+        limit = math.inf if everything else self._emit_limit()
+        if self._keys[self._aep][0] > limit:
+            return
+        stop = n if limit == math.inf else bisect_right(self._keys, (int(limit), math.inf, math.inf))
+        if everything:  # the end: nothing can come any more, so nothing needs a snapshot
+            self.target.process(self._events[self._aep : stop])
+            self._snaps.extend([None] * (stop - self._aep))
+            self._aep = stop
+            return
+        cap = self.speculation.max_snapshot_bytes
+        while self._aep < stop:
+            snap = self._take_snapshot()
+            if self.snapshot_bytes > cap:  # over the cap: stop speculating until settling frees memory
+                self._release_snapshot(snap)
+                if not self.capped:
+                    self.capped = True
+                    self.fallbacks += 1
+                return
+            self.capped = False
+            self._snaps.append(snap)
+            self.premature += 1
+            self.target.process([self._events[self._aep]])
+            self._aep += 1
+
+    def _take_snapshot(self) -> bytes:
+        snap = self.target.snapshot()
+        self.snapshots_taken += 1
+        prev = self._snaps[-1] if self._snaps else None
+        if prev is not None and prev == snap:  # the state did not change: share the previous copy
+            snap = prev
+            self.snapshots_shared += 1
+        entry = self._held.get(id(snap))
+        if entry is None:
+            self._held[id(snap)] = [snap, 1]
+            self.snapshot_bytes += len(snap)
+            self.max_snapshot_bytes_seen = max(self.max_snapshot_bytes_seen, self.snapshot_bytes)
+        else:
+            entry[1] += 1
+        return snap
+
+    def _release_snapshot(self, snap: bytes | None) -> None:
+        if snap is None:
+            return
+        entry = self._held[id(snap)]
+        entry[1] -= 1
+        if not entry[1]:
+            del self._held[id(snap)]
+            self.snapshot_bytes -= len(snap)
+
+    # ------------------------------------------------------------------ reporting
+
+    def metrics(self) -> dict[str, Any]:
+        out = self.inner.metrics()
+        out["buffered"] = len(self._keys)
+        out["speculation"] = {
+            "alpha": float(self._alpha),
+            "alpha_mode": AUTO if self.speculation.alpha == AUTO else "fixed",
+            "emitted_unsettled": self._aep,
+            "premature": self.premature,
+            "replays": self.replays,
+            "replayed_events": self.replayed_events,
+            "snapshots_taken": self.snapshots_taken,
+            "snapshots_shared": self.snapshots_shared,
+            "snapshot_bytes": self.snapshot_bytes,
+            "snapshot_bytes_peak": self.max_snapshot_bytes_seen,
+            "max_snapshot_bytes": self.speculation.max_snapshot_bytes,
+            "capped": self.capped,
+            "fallbacks": self.fallbacks,
+            "alpha_resets": self.controller.resets if self.controller is not None else 0,
+        }
+        return out
+
+
+__all__ = [
+    "AUTO",
+    "MODES",
+    "ORDERING_OBJECT_KEYS",
+    "SpeculationSettings",
+    "SpeculationTarget",
+    "SpeculativeUnit",
+    "validate_ordering_object",
+]
