@@ -26,8 +26,8 @@ from pan.progress import END_OF_STREAM
 from pan.snapshots import LIVE_TYPES
 from pan.testing import OutputReader, build_component
 from pan.workflow import load_workflow
-from simulator.simulate import interruptions_source
-from simulator.sources import INTERRUPTIONS_STREAM
+from pan_debs.simulator.simulate import interruptions_source
+from pan_debs.simulator.sources import INTERRUPTIONS_STREAM
 from tests.conftest import ROOT
 from tests.support.match_feed import generate
 
