@@ -43,3 +43,33 @@ def int_table(events: list[dict[str, Any]], row: Callable[[dict[str, Any]], tupl
         return np.array(rows, dtype=np.int64)
     except OverflowError:
         return None
+
+
+class ArrayPath:
+    """``process`` for a component with both paths.
+
+    A batch whose ``ROW`` fields are all plain ints goes to ``_process_table`` as int64 columns, any
+    other batch event by event (``_process_events``), which counts and reports the odd rows.
+    """
+
+    ROW: Callable[[dict[str, Any]], tuple[Any, ...]]  # the fields the array path takes (an ``itemgetter``)
+    arrays: bool  # the ``arrays`` param
+    rows_on_arrays: int
+
+    def process(self, events: list[dict[str, Any]]) -> None:
+        if self.arrays and events:
+            table = self._int_table(events)
+            if table is not None:
+                self.rows_on_arrays += len(events)
+                self._process_table(table)
+                return
+        self._process_events(events)
+
+    def _int_table(self, events: list[dict[str, Any]]) -> np.ndarray | None:
+        return int_table(events, self.ROW)
+
+    def _process_table(self, table: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _process_events(self, events: list[dict[str, Any]]) -> None:
+        raise NotImplementedError

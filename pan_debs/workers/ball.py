@@ -40,7 +40,7 @@ from pan.specs import WorkerSpec
 from pan.streams import Tuple
 from pan_debs.workers import debs
 from pan_debs.workers.arrays import PARAM as ARRAYS
-from pan_debs.workers.arrays import arrays_param, int_table
+from pan_debs.workers.arrays import ArrayPath, arrays_param
 
 OUTPUT = "ACTIVEBALL"
 FIELDS = ("ts", "sid", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
@@ -64,8 +64,10 @@ def finite_sum(row: dict[str, Any]) -> float:
 
 
 @register
-class ActiveBall(OrderedComponent):
+class ActiveBall(ArrayPath, OrderedComponent):
     """Emits the rows of the ball in play; see the module docstring for the rule."""
+
+    ROW = _ROW
 
     type_name = "active_ball"
     state_attributes = ("active", "bad", "other_sid", "off_half", "outside_game", "switches", "exits", "emitted",
@@ -113,15 +115,6 @@ class ActiveBall(OrderedComponent):
         self.emitted = 0
         self.arrays = arrays_param(ctx.spec, default=False)[0]
         self.rows_on_arrays = 0
-
-    def process(self, events: list[Tuple]) -> None:
-        if self.arrays and events:
-            table = int_table(events, _ROW)
-            if table is not None:
-                self.rows_on_arrays += len(events)
-                self._process_table(table)
-                return
-        self._process_events(events)
 
     def _process_table(self, table: np.ndarray) -> None:
         """The array path: which rows count, and where the active ball changes, found with masks; the

@@ -46,7 +46,7 @@ from pan.specs import WorkerSpec
 from pan.streams import Tuple
 from pan_debs.workers import debs
 from pan_debs.workers.arrays import PARAM as ARRAYS
-from pan_debs.workers.arrays import arrays_param, int_table
+from pan_debs.workers.arrays import ArrayPath, arrays_param
 from pan_debs.workers.nfp import BALL_GAP_PS, PLAYER_GAP_PS, Doubts, GapWatch
 
 OUTPUT = "BALLHITS"
@@ -66,8 +66,10 @@ def player_streams() -> list[str]:
 
 
 @register
-class BallHits(OrderedComponent):
+class BallHits(ArrayPath, OrderedComponent):
     """Emits one ``BALLHITS`` tuple per kick: ``player, sid, x, y, z, a``."""
+
+    ROW = _ROW
 
     type_name = "ball_hits"
     state_attributes = ("latest", "spike_sid", "spike_done", "spike_last", "spike_start", "bad", "other_sid", "hits",
@@ -124,15 +126,6 @@ class BallHits(OrderedComponent):
         self._player_sids = np.array(sorted(self.owner), dtype=np.int64)
         self._ball_sids = np.array(sorted(self.balls), dtype=np.int64)
         self.rows_on_arrays = 0
-
-    def process(self, events: list[Tuple]) -> None:
-        if self.arrays and events:
-            table = int_table(events, _ROW)
-            if table is not None:
-                self.rows_on_arrays += len(events)
-                self._process_table(table)
-                return
-        self._process_events(events)
 
     def _process_table(self, table: np.ndarray) -> None:
         """The array path: hit candidates (ball rows at or over the threshold) found at once; player rows

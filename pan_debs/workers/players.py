@@ -39,7 +39,7 @@ from pan.component import ComponentContext
 from pan.ordered import OrderedComponent
 from pan.specs import WorkerSpec
 from pan.streams import Tuple
-from pan_debs.workers.arrays import arrays_param, int_table
+from pan_debs.workers.arrays import ArrayPath, arrays_param, int_table
 from pan_debs.workers.debs import PLAYER_SENSORS, PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, REFEREE_SENSORS, sensor_stream
 from pan_debs.workers.gametime import MAX_GAP_PS
 
@@ -103,8 +103,10 @@ def check_inputs_match(spec: WorkerSpec, derived: list[str]) -> list[str]:
 
 
 @register
-class PlayerAverage(OrderedComponent):
+class PlayerAverage(ArrayPath, OrderedComponent):
     """SENSOR<sid> rows -> one ``A1``…``B8``/``REFEREE`` tuple per player per 20 ms slot."""
+
+    ROW = _ROW
 
     type_name = "player_average"
     state_attributes = ("_latest", "_slot", "_done", "rows", "bad", "foreign", "stale", "emitted", "rows_on_arrays")
@@ -150,15 +152,6 @@ class PlayerAverage(OrderedComponent):
         self.arrays = arrays_param(ctx.spec, default=False)[0]
         self.rows_on_arrays = 0  # rows the array path took (a batch with a row not all ints goes event by event)
 
-    def process(self, events: list[Tuple]) -> None:
-        if self.arrays and events:
-            table = self._int_table(events)
-            if table is not None:
-                self.rows_on_arrays += len(events)
-                self._process_table(table)
-                return
-        self._process_events(events)
-
     def _process_events(self, events: list[Tuple]) -> None:
         """The per-event path (and the array path's for a batch with a row that is not all ints)."""
         owner, latest, slots = self._owner, self._latest, self._slot
@@ -193,11 +186,10 @@ class PlayerAverage(OrderedComponent):
                 slots[player] = slot
             latest[sid] = row
 
-    @staticmethod
-    def _int_table(events: list[Tuple]) -> np.ndarray | None:
+    def _int_table(self, events: list[Tuple]) -> np.ndarray | None:
         """sid, ts, x, y, z, v, a of every event as int64 columns; None unless every one is a plain int whose
         sums over a player's rows stay exact in int64."""
-        table = int_table(events, _ROW)
+        table = int_table(events, self.ROW)
         if table is None or ((table > 2**59) | (table < -(2**59))).any():
             return None
         return table
