@@ -8,7 +8,8 @@ The workflow is workflows/full_game_3_peers.json, which is enough: it runs every
 each other over HTTP, so hops across peers carry the read token or TLS, and the recorder finds every output
 through a repository. One match (the 5.5 s around the first shot of a short exact match, as
 tests/bench/test_wire_replay.py prepares it: every query family has output) and one plain reference replay
-serve every variant. The file took about 3 minutes at load 6-12 on 2 cores (a replay takes 20-40 s).
+serve every variant. On 2 cores the file took 3 minutes at load 9-12 and 1.5 minutes at load 2 (the match
+and the reference ~20-40 s, each variant one replay of 15-30 s).
 """
 
 from __future__ import annotations
