@@ -82,6 +82,7 @@ class Child:
 
 RESTART_POLICIES = ("no", "on-failure")
 RESTART_BACKOFF_S = (0.5, 30.0)  # the first wait before a restart, and the longest
+REPLICA_CHECK_S = 5.0  # how long a surviving repository may take to answer (a loaded machine)
 STABLE_AFTER_S = 60.0  # a child that ran this long before failing starts again after the first wait
 
 
@@ -134,7 +135,8 @@ class Launcher:
         """``restart="on-failure"``: a child that exits with an error (or is killed) starts again after a wait
         that doubles with each failure in a row, up to ``RESTART_BACKOFF_S[1]``. ``log_dir``: each child writes
         its output to ``log_dir/<child>.log`` instead of this process's. ``fail_fast``: the first child that
-        ends stops the whole workflow, and the launcher exits 1 (``FAILED_FILE`` in ``log_dir`` says who)."""
+        ends stops the whole workflow, and the launcher exits 1 (``FAILED_FILE`` in ``log_dir`` says who); a
+        repository is no such child while another of the workflow's repositories answers."""
         if restart not in RESTART_POLICIES:
             raise ValueError(f"restart policy {restart!r} is not one of {', '.join(RESTART_POLICIES)}")
         self.restart = restart
@@ -222,7 +224,7 @@ class Launcher:
                 if self._stopping:
                     continue
                 why = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-                if self.fail_fast:
+                if self.fail_fast and not self._replicas_answer(child):
                     self._fail(child, why)
                     return
                 if self.restart == "on-failure" and code != 0:
@@ -232,6 +234,20 @@ class Launcher:
                                 child.restarts + 1)
                 else:
                     log.warning("%s %s", child.name, why)
+
+    def _replicas_answer(self, child: Child) -> bool:
+        """``child`` is one of the workflow's repositories and another one still answers: publishers and
+        subscribers use that one, so the workflow goes on (replicas are there to outlive one repository)."""
+        if child.name != "repository" or not {"--host", "--port"} <= set(child.args):
+            return False
+        ended = f"{child.args[child.args.index('--host') + 1]}:{child.args[child.args.index('--port') + 1]}"
+        tls = None if self.workflow.tls is None else self.workflow.tls.client_context()
+        alive = [r for r in self.workflow.repositories
+                 if r.address != ended and repository_alive(r.host, r.port, timeout_s=REPLICA_CHECK_S, tls=tls)]
+        if alive:
+            log.warning("repository on %s ended; the workflow goes on with %s", ended,
+                        ", ".join(r.address for r in alive))
+        return bool(alive)
 
     def _fail(self, child: Child, why: str) -> None:
         """Stop the workflow because ``child`` ended, saying so (with the end of its log) and in ``FAILED_FILE``."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,8 +55,13 @@ FAMILIES = {
 
 @pytest.fixture(scope="module")
 def match(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A split folder: the rows from a few seconds before the match's first shot until just after it."""
-    game = tmp_path_factory.mktemp("wire") / "game"
+    return shot_window_split(tmp_path_factory.mktemp("wire"))
+
+
+def shot_window_split(root: Path) -> Path:
+    """A split folder in ``root``: the rows from a few seconds before the first shot of a short generated match
+    until just after it."""
+    game = root / "game"
     subprocess.run([sys.executable, "-m", "pan", "generate", "--exact", "--minutes", "0.25", "--lead", "1",
                     "--seed", SEED, "--out", str(game)], cwd=ROOT, check=True, capture_output=True, timeout=300)
     shots = (game / "truth" / "shots.csv").read_text().splitlines()[1:]
@@ -65,18 +71,33 @@ def match(tmp_path_factory: pytest.TempPathFactory) -> Path:
                        since_ts=shot_ps - int(FEED_BEFORE_SHOT_S * PS))
 
 
+#: A port chosen free may be taken (by any outgoing connection of a busy machine) before a peer binds it.
+PORT_CLASH = "address already in use"
+ATTEMPTS = 3
+
+
+def port_clash(returncode: int | None, stderr: str) -> bool:
+    """The replay stopped because a peer could not bind its port: worth another try on other free ports."""
+    return returncode not in (None, 0) and PORT_CLASH in stderr
+
+
 def replay(workflow: str | dict, data: Path, out: Path, wire: str = "json") -> dict:
-    """`pan replay` of a shipped workflow (by name) or of a workflow description, moved to free ports."""
+    """`pan replay` of a shipped workflow (by name) or of a workflow description, moved to free ports (again,
+    should a port be taken before its peer binds it)."""
     if isinstance(workflow, str):
         workflow = json.loads((ROOT / "workflows" / workflow).read_text())
     path = out.parent / f"{out.name}-workflow.json"
-    path.write_text(json.dumps(on_free_ports(workflow)))
-    done = subprocess.run(
-        [sys.executable, "-m", "pan", "replay", "--json", str(path), "--data", str(data), "--record", str(out),
-         "--wire", wire],
-        cwd=ROOT, capture_output=True, timeout=1500, check=False,
-        **shared_lifeline().spawn_options(),  # a killed pytest leaves no replay behind
-    )
+    for _ in range(ATTEMPTS):
+        shutil.rmtree(out, ignore_errors=True)
+        path.write_text(json.dumps(on_free_ports(workflow)))
+        done = subprocess.run(
+            [sys.executable, "-m", "pan", "replay", "--json", str(path), "--data", str(data), "--record", str(out),
+             "--wire", wire],
+            cwd=ROOT, capture_output=True, timeout=1500, check=False,
+            **shared_lifeline().spawn_options(),  # a killed pytest leaves no replay behind
+        )
+        if not port_clash(done.returncode, done.stderr.decode()):
+            break
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     report = json.loads(done.stdout)
     assert report["missed"] == {} and not report["feed_errors"], report

@@ -6,14 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
+from pathlib import Path
+from typing import Any, cast
 
 import psutil
 import pytest
 
 from pan.client import StreamSubscriber
 from pan.ingest import send_lines
+from pan.launcher import Child, Launcher
 from pan.repository import Registry, RepositoryServer
 from pan.repository_client import Registration, RepositoryClient, RepositoryUnavailable, parse_addresses
 from pan.specs import WorkflowError
@@ -184,6 +186,29 @@ async def test_killing_either_repository_mid_stream_loses_no_tuple(processes: Pr
                     await task
     assert received == list(range(len(received)))  # from 0, no duplicate, no gap
     assert subscriber.stats.missed == 0
+
+
+async def test_fail_fast_goes_on_while_another_of_the_workflows_repositories_answers(tmp_path: Path) -> None:
+    """`pan run --fail-fast` (as `pan replay` runs it) outlives a repository only while a replica answers."""
+    ports = free_ports(2)
+    workflow = parse_workflow(two_repositories(ports, [forwarder("F", STREAMS, peer="p1")]))
+    launcher = Launcher(tmp_path / "workflow.json", workflow, fail_fast=True)
+
+    def ended(name: str, port: int) -> Child:
+        return Child(name, cast(Any, None), ["repository", "--host", HOST, "--port", str(port)])
+
+    def survivable(child: Child) -> Awaitable[bool]:
+        return asyncio.to_thread(launcher._replicas_answer, child)  # blocking HTTP, like the launcher's loop
+
+    survivor = RepositoryServer(HOST, ports[1])
+    await survivor.start()
+    try:
+        assert await survivable(ended("repository", ports[0]))
+        assert not await survivable(ended("repository", ports[1]))  # the one that ended is no replica of itself
+        assert not await survivable(ended("peer p1", ports[0]))
+    finally:
+        await survivor.stop()
+    assert not await survivable(ended("repository", ports[0]))  # no repository answers
 
 
 # --- allowed hosts (issue 14, build item 5) ------------------------------------------------------
