@@ -78,6 +78,7 @@ class Child:
     started_at: float = field(default_factory=time.monotonic)
     restarts: int = 0
     restart_at: float | None = None  # when a failed child is due to start again
+    repository: RepositorySpec | None = None  # the workflow repository this child serves, if it is one
 
 
 RESTART_POLICIES = ("no", "on-failure")
@@ -162,14 +163,14 @@ class Launcher:
             allowed = [f"--allow-host={h}" for h in sorted(self.workflow.allowed_hosts or ())]
             self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port), *replicas,
                                        *allowed, *secret_arguments(self.workflow.auth),
-                                       *tls_arguments(self.workflow.tls, repo.host)])
+                                       *tls_arguments(self.workflow.tls, repo.host)], repository=repo)
             self._wait_for_repository(repo, tls)
         for peer in self.peers:
             self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer])
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str], repository: RepositorySpec | None = None) -> None:
         """Start ``pan ARGS`` tied to this process (spawned from the main thread: see pan/lifeline.py)."""
-        self.children.append(Child(name, self._popen(name, args), list(args)))
+        self.children.append(Child(name, self._popen(name, args), list(args), repository=repository))
         log.info("started %s (pid %d)", name, self.children[-1].process.pid)
 
     def _popen(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
@@ -238,9 +239,9 @@ class Launcher:
     def _replicas_answer(self, child: Child) -> bool:
         """``child`` is one of the workflow's repositories and another one still answers: publishers and
         subscribers use that one, so the workflow goes on (replicas are there to outlive one repository)."""
-        if child.name != "repository" or not {"--host", "--port"} <= set(child.args):
+        if child.repository is None:
             return False
-        ended = f"{child.args[child.args.index('--host') + 1]}:{child.args[child.args.index('--port') + 1]}"
+        ended = child.repository.address
         tls = None if self.workflow.tls is None else self.workflow.tls.client_context()
         alive = [r for r in self.workflow.repositories
                  if r.address != ended and repository_alive(r.host, r.port, timeout_s=REPLICA_CHECK_S, tls=tls)]

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import orjson
 
 from pan.auth import bearer
+from pan.health import get_json
 from pan.repository_client import http_url
 from pan.specs import Workflow
+from pan.tls import scheme
 from pan.trust import Trust
 
 log = logging.getLogger(__name__)
@@ -129,10 +130,9 @@ class FeedBrake:
 
     async def _watch(self) -> None:
         trust = Trust.of(self.workflow)
-        scheme = "https" if trust.tls is not None else "http"
-        urls = [http_url(w.host, w.port, "/streams", scheme) for w in self.workflow.workers]
-        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
         tls = trust.client_tls()
+        urls = [http_url(w.host, w.port, "/streams", scheme(tls)) for w in self.workflow.workers]
+        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
         async with aiohttp.ClientSession(timeout=timeout, headers=bearer(trust.token)) as session:
             while True:
                 started = time.monotonic()
@@ -148,14 +148,8 @@ class FeedBrake:
 
     @staticmethod
     async def _poll(session: aiohttp.ClientSession, url: Any, tls: ssl.SSLContext | None) -> dict[str, float] | None:
-        try:
-            async with session.get(url, ssl=tls if tls is not None else True) as response:
-                if response.status != 200:
-                    return None
-                answer = orjson.loads(await response.read())
-        except (aiohttp.ClientError, TimeoutError, ValueError):
-            return None
-        return unread_per_buffer(answer)
+        answer = await get_json(session, url, tls, ok=(200,))
+        return None if answer is None else unread_per_buffer(answer)
 
 
 def unread_per_buffer(answer: Any) -> dict[str, float]:

@@ -195,7 +195,8 @@ async def test_fail_fast_goes_on_while_another_of_the_workflows_repositories_ans
     launcher = Launcher(tmp_path / "workflow.json", workflow, fail_fast=True)
 
     def ended(name: str, port: int) -> Child:
-        return Child(name, cast(Any, None), ["repository", "--host", HOST, "--port", str(port)])
+        served = next(r for r in workflow.repositories if r.port == port) if name == "repository" else None
+        return Child(name, cast(Any, None), ["repository", "--host", HOST, "--port", str(port)], repository=served)
 
     def survivable(child: Child) -> Awaitable[bool]:
         return asyncio.to_thread(launcher._replicas_answer, child)  # blocking HTTP, like the launcher's loop
