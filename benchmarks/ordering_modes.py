@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +280,41 @@ def noise_ratio(run: Run, worker: str, span_s: float, outages: list[tuple[float,
     return max(ratios, default=1.0)
 
 
+def late_near_and_far(run: Run, worker: str, affected: list[tuple[float, float]],
+                      every_outage: list[tuple[float, float]]) -> tuple[float, float]:
+    """Late fraction of one unit near its inputs' outages, and far from every outage.
+
+    Near = sample intervals whose clk lies between the start of an outage of one of
+    the unit's inputs and ``QUIET_MARGIN_S`` after its reconnect; far = intervals
+    at least ``QUIET_MARGIN_S`` from every outage, after a 3 s warm-up. In max mode
+    delays follow the machine's scheduling, so the far fraction is what load alone
+    makes late; only the excess near outages can be blamed on them. NaN where a
+    span got no events.
+    """
+    near, far = [0, 0], [0, 0]  # late, pushed
+    timeline = [s for s in run.samples[worker] if s["clk"] is not None]
+    for prev, cur in pairwise(timeline):
+        t = (cur["clk"] - run.origin_ts) / PS
+        late, pushed = cur["late"] - prev["late"], cur["pushed"] - prev["pushed"]
+        if any(a <= t <= b + QUIET_MARGIN_S for a, b in affected):
+            near[0] += late
+            near[1] += pushed
+        elif t >= 3 and all(t < a - QUIET_MARGIN_S or t > b + QUIET_MARGIN_S for a, b in every_outage):
+            far[0] += late
+            far[1] += pushed
+    return tuple(n / d if d else float("nan") for n, d in (near, far))  # type: ignore[return-value]
+
+
+def affected_outages(run: Run, worker: str,
+                     windows_by_stream: dict[str, list[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """The outage windows of the unit's input streams (the profile's default kind stands for other sensors)."""
+    stream_names = run.inputs[worker]
+    affected = sorted({w for s in stream_names for w in windows_by_stream.get(s, [])})
+    if not affected and "*" in windows_by_stream and any(s.startswith("SENSOR") for s in stream_names):
+        affected = windows_by_stream["*"]
+    return affected
+
+
 def recoveries(run: Run, windows_by_stream: dict[str, list[tuple[float, float]]]) -> list[Recovery]:
     """For each unit fed by a sensor with drop outages and each of those outages: K before and after.
 
@@ -287,11 +323,8 @@ def recoveries(run: Run, windows_by_stream: dict[str, list[tuple[float, float]]]
     """
     every_outage = sorted({w for ws in windows_by_stream.values() for w in ws})
     out = []
-    for worker, stream_names in run.inputs.items():
-        affected = sorted({w for s in stream_names for w in windows_by_stream.get(s, [])})
-        if not affected and "*" in windows_by_stream and any(s.startswith("SENSOR") for s in stream_names):
-            affected = windows_by_stream["*"]
-        for start, end in affected:
+    for worker in run.inputs:
+        for start, end in affected_outages(run, worker, windows_by_stream):
             change = k_change(run, worker, run.origin_ts + int(start * PS), run.origin_ts + int(end * PS))
             if change is None:
                 continue
