@@ -144,8 +144,11 @@ class Repeater(Component):
             batch = cursor.read(REPEAT_BATCH)
             if batch.restarted:  # the original producer restarted: so does this copy of its stream
                 target.reset(source.progress)
-            if batch.retracted is not None:  # the producer withdrew tuples: so does this copy, same generation
-                target.rewind(batch.retracted, source.retract_generation)
+            if batch.retracted is not None or source.retract_generation > target.retractions:
+                # The producer withdrew tuples: so does this copy, under the producer's generation, so that
+                # raw readers may fail over between the two.
+                after = target.next_index - 1 if batch.retracted is None else batch.retracted
+                target.rewind(after, source.retract_generation)
             target.publish(source.progress)  # epoch and K notices pass through unchanged
             for index, item in zip(batch.indices, batch.items, strict=True):
                 target.append(item, index)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pan.progress import EMPTY, StreamProgress
 from pan.ringbuffer import RingBuffer
+from pan.subscription import progress_retract
 
 if TYPE_CHECKING:
     from pan.client import StreamSubscriber
@@ -136,6 +137,10 @@ class InputChannel:
         grew = progress.k_grew_from(self.progress)
         moved = progress.wm_moved_from(self.progress) or settled_of(progress) != settled_of(self.progress)
         self.progress = progress
+        notice = progress_retract(progress.to_json()) if progress.other else None
+        if notice is not None and notice[1] > self.retract_generation:  # also those that withdrew nothing here
+            self.retract_generation = notice[1]
+            moved = True
         if grew or moved:
             self.buffer.poke()  # a repeater waiting on this buffer passes the news on
             self._notify()

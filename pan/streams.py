@@ -283,6 +283,8 @@ class OutputStream:
         ``generation``: a repeater passes its source's on, so readers may fail over between them.
         """
         if after + 1 >= self.buffer.next_index:
+            if generation is not None and generation > self.retractions:  # keep the source's count all the same
+                self._note_rewind(self.buffer.next_index - 1, generation)
             return
         if self.settled is not None and after < self.settled:
             raise ValueError(f"{self.name}: cannot withdraw settled tuples (after {after}, settled {self.settled})")
@@ -292,6 +294,10 @@ class OutputStream:
         if gone > 0:
             self.held_bytes -= sum(self._sizes[-gone:])
             del self._sizes[-gone:]
+        self._note_rewind(after, generation)
+
+    def _note_rewind(self, after: int, generation: int | None) -> None:
+        """Number the rewind (its generation) and tell raw readers from the next page on."""
         self.retractions = max(self.retractions + 1, generation or 0)
         self._rewinds.append((self.retractions, after))
         if len(self._rewinds) > MAX_REWINDS:

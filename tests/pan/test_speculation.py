@@ -230,3 +230,83 @@ def test_alpha_adaptation_follows_algorithm_3() -> None:
     assert control.update(0.5) == pytest.approx(0.45)
     assert control.update(0.5) == pytest.approx(0.40)
     assert control.slow
+
+
+# --- retraction across levels: on-demand output, raw inputs ---------------------------------------------
+
+
+def test_a_replay_that_emits_the_same_tuples_withdraws_nothing() -> None:
+    from pan.streams import OutputStream
+
+    out = OutputStream("X", 100)
+    out.extend([{"ts": t} for t in (1, 2, 3, 4)])
+    out.replay_from(1)  # a restore to the snapshot taken at index 2
+    assert out.next_index == 2
+    out.extend([{"ts": 3}, {"ts": 4}])  # emitted again, unchanged
+    out.end_replay()
+    assert out.retractions == 0 and out.replayed_same == 2 and out.next_index == 4
+    out.replay_from(1)
+    out.extend([{"ts": 3}, {"ts": 5}, {"ts": 6}])  # index 3 changed: withdrawn from there on
+    out.end_replay()
+    assert out.retractions == 1 and out.retracted_tuples == 1
+    assert out.retract_notice(0) == {"after": 2, "generation": 1}
+    assert [t["ts"] for t in map(json.loads, out.buffer.read(-1, oldest=10).items)] == [1, 2, 3, 5, 6]
+    out.replay_from(2)
+    out.extend([{"ts": 5}])
+    out.end_replay()  # index 4 was not emitted again: withdrawn
+    assert out.retractions == 2 and out.next_index == 4
+
+
+def merge_target() -> tuple[Detector, SpeculativeUnit]:
+    detector = Detector()
+    settings = OrderingSettings(clock_mode="watermark", lam=0, min_k=1000, window=1000)
+    unit = SpeculativeUnit(settings, ["X", "C"], detector, SpeculationSettings(alpha=0), raw_streams=["X"])
+    return detector, unit
+
+
+def test_a_retraction_replays_only_when_withdrawn_events_were_emitted() -> None:
+    detector, unit = merge_target()
+    unit.upstream_settled("X", -1)  # the producer is speculative; nothing of X is final yet
+    unit.push("C", [{"ts": t, "n": f"C{t}"} for t in (12, 22, 32, 42)])
+    unit.push("X", [{"ts": t, "i": i, "n": f"X{t}"} for i, t in enumerate((10, 20, 30, 40, 50))])
+    # Raw X counts for emission (below min(50, 42)), not for settling (K 1000: nothing settles).
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "C32", "X40"]
+    assert unit.release_limit is None or unit.release_limit < 10
+    unit.retract("X", 4)  # nothing after index 4: nothing withdrawn
+    assert unit.retractions_received == [0, 0]
+    unit.retract("X", 3)  # X50 was not emitted: dropped, no replay
+    assert unit.replays == 0 and unit.retractions_received == [1, 0]
+    unit.retract("X", 2)  # X40 was emitted: back to the state before it, nothing emitted until the replacement
+    assert unit.replays == 1 and unit.input_replays == [1, 0]
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "C32"]
+    unit.push("X", [{"ts": 35, "i": 3, "n": "X35"}, {"ts": 45, "i": 4, "n": "X45"}])
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "C32", "X35"]  # strictly below min(45, 42)
+    assert unit.replays == 1  # the replacement lands behind the AEP: no second replay
+    # Settling goes by what the producer settled: up to X35, then everything at the end.
+    unit.upstream_settled("X", 3)
+    released = unit.promise("C", 2**62)
+    assert unit.metrics()["speculation"]["inputs"]["X"]["unsettled"] == 1
+    released.extend(unit.upstream_settled("X", None))
+    released.extend(unit.promise("X", 2**62))
+    assert unit.buffered == 0 and unit.ended
+    assert [e["n"] for e in released.events] == detector.state  # every event settled, in order, once
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "C32", "X35", "C42", "X45"]
+
+
+def test_a_channel_tells_its_reader_what_was_withdrawn() -> None:
+    from pan.channel import InputChannel
+    from pan.ringbuffer import RingBuffer
+
+    channel = InputChannel("X", RingBuffer(16))
+    cursor = channel.cursor()
+    channel.add([{"i": i, "ts": i} for i in range(5)])
+    assert [t["i"] for t in cursor.read(3).items] == [0, 1, 2]
+    channel.retract(3, 1)  # the cursor has not read past 3: nothing to say
+    assert cursor.read(10).retracted is None
+    channel.add([{"i": 4, "ts": 40}])
+    assert [t["ts"] for t in cursor.read(10).items] == [40]
+    channel.retract(1, 2)
+    channel.add([{"i": 2, "ts": 15}])
+    batch = cursor.read(10)
+    assert batch.retracted == 1 and [t["ts"] for t in batch.items] == [15]
+    assert channel.retractions == 2 and channel.retract_generation == 2
