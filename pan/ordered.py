@@ -264,7 +264,9 @@ class OrderedComponent(Component):
         assert isinstance(unit, SpeculativeUnit)
         if retracted is not None:
             self._handle(unit.retract(name, retracted))
-        self._handle(unit.upstream_settled(name, self.ctx.inputs[name].upstream_settled))
+        settled = self.ctx.inputs[name].upstream_settled
+        if settled != unit.settled_index(name):
+            self._handle(unit.upstream_settled(name, settled))
 
     def _mark_dirty(self, name: str) -> None:
         self._dirty[name] = None

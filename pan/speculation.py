@@ -243,6 +243,10 @@ class SpeculativeUnit:
     def reads_raw(self, stream: str) -> bool:
         return self._raw[self._pos[stream]]
 
+    def settled_index(self, stream: str) -> int | None:
+        """The newest index of a raw input its producer has settled, as last told (None: every tuple is final)."""
+        return self._upstream_settled[self._pos[stream]]
+
     @property
     def k(self) -> int:
         return self.inner.k

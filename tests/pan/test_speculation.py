@@ -310,3 +310,23 @@ def test_a_channel_tells_its_reader_what_was_withdrawn() -> None:
     batch = cursor.read(10)
     assert batch.retracted == 1 and [t["ts"] for t in batch.items] == [15]
     assert channel.retractions == 2 and channel.retract_generation == 2
+
+
+def test_a_raw_event_the_settling_unit_passed_before_it_was_final_becomes_late() -> None:
+    """Max mode: the clock stream C settles past a raw X event its producer has not settled yet. The
+    unit takes it back (it was emitted) and, once final, it is late, as in a buffering unit."""
+    detector = Detector()
+    unit = SpeculativeUnit(OrderingSettings(clock=("C",), lam=0, window=1000), ["X", "C"], detector,
+                           SpeculationSettings(alpha=0), raw_streams=["X"])
+    unit.upstream_settled("X", -1)
+    unit.push("X", [{"ts": 3, "i": 0, "n": "X3"}])
+    unit.push("C", [{"ts": 5, "n": "C5"}])
+    assert detector.state == ["X3", "C5"]
+    released = unit.push("C", [{"ts": 20, "n": "C20"}])  # settles C5; X3 is in front of it but not final
+    assert [e["n"] for e in released.events] == ["C5"]
+    assert detector.state == ["C5", "C20"] and unit.replays == 1
+    released = unit.upstream_settled("X", 0)  # final now: the settling unit finds it late when it releases it
+    released.extend(unit.promise("C", 2**62))
+    released.extend(unit.promise("X", 2**62))
+    assert [e["n"] for e in released.late] == ["X3"] and unit.late_count == 1
+    assert [e["n"] for e in released.events] == ["C20"] and detector.state == ["C5", "C20"]
