@@ -215,6 +215,22 @@ def test_ordering_object_is_checked() -> None:
     assert validate_ordering_object({"alpha": 0.5})  # alpha only with speculative
     assert validate_ordering_object({"mode": "speculative", "max_snapshot_bytes": -1})
     assert validate_ordering_object([1])
+    assert validate_ordering_object({"mode": "speculative", "input_view": "settled"}) == []
+    assert any("ordering.input_view" in p for p in validate_ordering_object({"mode": "speculative", "input_view": "x"}))
+    assert any("ordering.input_view" in p for p in validate_ordering_object({"input_view": "raw"}))
+
+
+def test_a_speculative_worker_reads_raw_unless_told_otherwise() -> None:
+    from pan.ordered import Merge
+    from pan.specs import WorkerSpec
+
+    def spec(ordering: dict | None) -> WorkerSpec:
+        return WorkerSpec(name="M", type="merge", host="127.0.0.1", port=1, peer="p", inputs=["A"],
+                          params={"output": "X"}, ordering=ordering)
+
+    assert Merge.reads_raw(spec({"mode": "speculative"}))
+    assert not Merge.reads_raw(spec({"mode": "speculative", "input_view": "settled"}))
+    assert not Merge.reads_raw(spec(None))
 
 
 def test_alpha_adaptation_follows_algorithm_3() -> None:
