@@ -146,6 +146,10 @@ class _SettlingUnit(OrderingUnit):
         """(ts, stream position) of the last event settled in order."""
         return self._rel_key
 
+    def progress_of(self, pos: int) -> int | None:
+        """How far stream ``pos`` has come in this unit: its largest ts or promise."""
+        return self._prog[pos]
+
     def clock_with(self, seen: Sequence[int | None]) -> int | None:
         """clk as it would be if each stream had also come as far as ``seen`` (raw, unsettled input).
 
@@ -348,7 +352,11 @@ class SpeculativeUnit:
         ids = {id(ev) for ev in gone}
         at = [n for n, ev in enumerate(self._events) if id(ev) in ids]
         if at and at[0] < self._aep:
-            self._rewind(at[0], pos)
+            # The replacements come no earlier than what is left of the input (it is in ts order): going back
+            # that far now spares a second replay when one of them lands in front of what was emitted since.
+            known = [ev["ts"] for ev in pending[-1:]] + [p for p in (self.inner.progress_of(pos),) if p is not None]
+            start = bisect_right(self._keys, (max(known), pos, math.inf)) if known else 0
+            self._rewind(min(at[0], start), pos)
         for n in reversed(at):
             del self._keys[n], self._events[n]
         return Released()

@@ -292,21 +292,23 @@ def test_a_retraction_replays_only_when_withdrawn_events_were_emitted() -> None:
     assert unit.retractions_received == [0, 0]
     unit.retract("X", 3)  # X50 was not emitted: dropped, no replay
     assert unit.replays == 0 and unit.retractions_received == [1, 0]
-    unit.retract("X", 2)  # X40 was emitted: back to the state before it, nothing emitted until the replacement
+    # X40 was emitted: back to the state before the first event after X30, the last of X that stays (the
+    # replacements come no earlier), and nothing is emitted until the replacement comes.
+    unit.retract("X", 2)
     assert unit.replays == 1 and unit.input_replays == [1, 0]
-    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "C32"]
-    unit.push("X", [{"ts": 35, "i": 3, "n": "X35"}, {"ts": 45, "i": 4, "n": "X45"}])
-    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "C32", "X35"]  # strictly below min(45, 42)
-    assert unit.replays == 1  # the replacement lands behind the AEP: no second replay
-    # Settling goes by what the producer settled: up to X35, then everything at the end.
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30"]
+    unit.push("X", [{"ts": 31, "i": 3, "n": "X31"}, {"ts": 45, "i": 4, "n": "X45"}])
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "X31", "C32"]  # strictly below min(45, 42)
+    assert unit.replays == 1  # X31 lands behind the AEP, though before C32: no second replay
+    # Settling goes by what the producer settled: up to X31, then everything at the end.
     unit.upstream_settled("X", 3)
-    released = unit.promise("C", 2**62)
+    released = unit.promise("C", 2**62)  # C ends: X31 is final, X45 not yet
     assert unit.metrics()["speculation"]["inputs"]["X"]["unsettled"] == 1
     released.extend(unit.upstream_settled("X", None))
     released.extend(unit.promise("X", 2**62))
     assert unit.buffered == 0 and unit.ended
     assert [e["n"] for e in released.events] == detector.state  # every event settled, in order, once
-    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "C32", "X35", "C42", "X45"]
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "X31", "C32", "C42", "X45"]
 
 
 def test_a_channel_tells_its_reader_what_was_withdrawn() -> None:

@@ -6,7 +6,8 @@ so nothing settles before the end and every event is emitted at once (alpha 0). 
 emitted what they can, one row of the first sensor comes out of order:
 
 * kept by the filter, it changes level 1's output: level 1 replays once and withdraws its tuples from
-  the changed one on; level 2 gets one retraction and replays exactly once;
+  the changed one on; level 2 gets one retraction and replays exactly once, though the replacement
+  (A33) comes before a row of the third sensor (C34) it had already emitted;
 * dropped by the filter, it leaves level 1's output as it was: level 1 replays, emits the same tuples
   again and withdraws nothing, so level 2 neither hears of it nor replays.
 
@@ -36,7 +37,7 @@ K_PS = 1000 * PS_PER_MS  # K floor: far above the disorder, so nothing settles b
 A, B, C = 4, 13, 14  # sensors: level 1 filters A and B, level 2 merges its output with C
 A_MS = [10, 20, 30, 40, 50]
 B_MS = [15, 25, 35, 45, 55]
-C_MS = [12, 22, 32, 42, 52, 62]
+C_MS = [12, 22, 32, 34, 42, 52, 62]  # C34: between the late row and the first of X it displaces
 LATE_MS = 33  # a row of A after A50: in front of what both levels emitted, within K (not late)
 DROPPED_X = 999  # the filter drops rows with this x (sensor_row's k = -1)
 
@@ -94,7 +95,7 @@ async def run(repository: RepositoryServer, workers: WorkerGroup, speculative: b
         if speculative:
             # Level 1 emits X below min(A, B) = 50 ms; level 2 emits below min(X, C) = 45 ms.
             await wait_until(lambda: level1.outputs["X"].next_index == 8, timeout_s=60)
-            await wait_until(lambda: level2.outputs["Y"].next_index == 11, timeout_s=60)
+            await wait_until(lambda: level2.outputs["Y"].next_index == 12, timeout_s=60)
         before = {"L1": level1.component.unit.metrics(), "L2": level2.component.unit.metrics()}
         writer.write(rows(A, [LATE_MS], late_k)[0] + b"\n")
         for sid in (A, B, C):
