@@ -548,11 +548,15 @@ class SpeculativeUnit:
             "capped": self.capped,
             "fallbacks": self.fallbacks,
             "alpha_resets": self.controller.resets if self.controller is not None else 0,
+            "raw_inputs": [stream for stream, raw in zip(self.streams, self._raw, strict=True) if raw],
+            # Per input, one map per counter (so /metrics labels them by stream).
             "inputs": {
-                stream: {"raw": self._raw[pos], "upstream_settled": self._upstream_settled[pos],
-                         "unsettled": len(self._unsettled[pos]), "retractions_received": self.retractions_received[pos],
-                         "withdrawn_events": self.withdrawn_events[pos], "replays": self.input_replays[pos]}
-                for stream, pos in self._pos.items()
+                "replays": dict(zip(self.streams, self.input_replays, strict=True)),
+                "retractions_received": dict(zip(self.streams, self.retractions_received, strict=True)),
+                "withdrawn_events": dict(zip(self.streams, self.withdrawn_events, strict=True)),
+                "unsettled": {s: len(self._unsettled[p]) for s, p in self._pos.items() if self._raw[p]},
+                "upstream_settled": {s: i for s, i in zip(self.streams, self._upstream_settled, strict=True)
+                                     if i is not None},
             },
         }
         return out

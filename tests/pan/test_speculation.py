@@ -303,7 +303,7 @@ def test_a_retraction_replays_only_when_withdrawn_events_were_emitted() -> None:
     # Settling goes by what the producer settled: up to X31, then everything at the end.
     unit.upstream_settled("X", 3)
     released = unit.promise("C", 2**62)  # C ends: X31 is final, X45 not yet
-    assert unit.metrics()["speculation"]["inputs"]["X"]["unsettled"] == 1
+    assert unit.metrics()["speculation"]["inputs"]["unsettled"] == {"X": 1}
     released.extend(unit.upstream_settled("X", None))
     released.extend(unit.promise("X", 2**62))
     assert unit.buffered == 0 and unit.ended

@@ -17,8 +17,10 @@ After the end, the outputs of both levels equal those of the same workflow with 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any, ClassVar
 
+import aiohttp
 import orjson
 import pytest
 
@@ -79,10 +81,6 @@ def held(worker: Worker, stream: str) -> list[dict[str, Any]]:
     return [orjson.loads(item) for item in buffer.read(-1, oldest=buffer.capacity).items]
 
 
-def spec_inputs(worker: Worker) -> dict[str, dict[str, Any]]:
-    return worker.component.counters()["ordering"]["speculation"]["inputs"]
-
-
 async def run(repository: RepositoryServer, workers: WorkerGroup, speculative: bool, late_k: int) -> dict[str, Any]:
     """Feed both levels, the out-of-order row once they have emitted, then the end; what each level did."""
     workflow = parse_workflow(two_levels(repository.port, speculative))
@@ -113,6 +111,10 @@ async def run(repository: RepositoryServer, workers: WorkerGroup, speculative: b
         result["L2"] = level2.component.counters()["ordering"]["speculation"]
         result["X_out"] = level1.outputs["X"].counters()
         result["Y_out"] = level2.outputs["Y"].counters()
+        url = f"http://{HOST}:{level2.server.port}/metrics"
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session, \
+                session.get(url) as response:
+            result["L2_metrics"] = await response.text()
     await workers.stop_all()
     return result
 
@@ -128,19 +130,22 @@ async def test_a_retraction_cascades_only_as_far_as_the_output_changes(
     # Before the late row: nothing out of order anywhere, so no replay at either level.
     assert speculative["before"]["L1"]["speculation"]["replays"] == 0
     assert speculative["before"]["L2"]["speculation"]["replays"] == 0
-    assert level2["inputs"]["X"]["raw"] and level1["inputs"][f"SENSOR{A}"]["raw"]
+    assert "X" in level2["raw_inputs"] and f"SENSOR{A}" in level1["raw_inputs"]
     # Level 1: the late row of A lands in front of what it emitted, one replay, caused by A.
-    assert level1["replays"] == level1["inputs"][f"SENSOR{A}"]["replays"] == 1
+    assert level1["replays"] == level1["inputs"]["replays"][f"SENSOR{A}"] == 1
     if changes_level_1:
         assert speculative["X_out"]["retractions"] == 1
-        assert level2["inputs"]["X"]["retractions_received"] == 1
-        assert level2["replays"] == level2["inputs"]["X"]["replays"] == 1  # exactly once per retraction
+        assert level2["inputs"]["retractions_received"]["X"] == 1
+        assert level2["replays"] == level2["inputs"]["replays"]["X"] == 1  # exactly once per retraction
         assert speculative["Y_out"]["retractions"] == 1  # and level 2's output changed too
     else:
         assert speculative["X_out"]["retractions"] == 0 and speculative["X_out"]["replayed_same"] == 3
-        assert level2["inputs"]["X"]["retractions_received"] == 0
+        assert level2["inputs"]["retractions_received"]["X"] == 0
         assert level2["replays"] == 0 and speculative["Y_out"]["retractions"] == 0
-    assert level2["inputs"][f"SENSOR{C}"]["replays"] == 0
+    assert level2["inputs"]["replays"][f"SENSOR{C}"] == 0
+    replays_x = re.search(r'^pan_component_ordering_speculation_inputs_replays\{[^}]*stream="X"[^}]*\} (\S+)$',
+                          speculative["L2_metrics"], re.MULTILINE)
+    assert replays_x is not None and float(replays_x.group(1)) == level2["inputs"]["replays"]["X"]
     # The settled outputs of both levels are the buffering run's.
     assert speculative["X"] == buffering["X"] and speculative["Y"] == buffering["Y"]
     kept = len(A_MS) + len(B_MS) + changes_level_1
