@@ -407,8 +407,13 @@ class SpeculativeUnit:
         return self.inner.notice_upstream_k(stream, k_upstream)
 
     def flush(self) -> Released:
-        """Settle and emit everything (offline use, tests)."""
-        return self._after(self.inner.flush(), everything=True)
+        """Settle and emit everything (offline use, tests); raw inputs' unsettled events count as final."""
+        released = Released()
+        for pos in range(len(self.streams)):
+            self._upstream_settled[pos] = None
+            released.extend(self._settle_input(pos))
+        released.extend(self.inner.flush())
+        return self._after(released, everything=True)
 
     # ------------------------------------------------------------------ internals
 

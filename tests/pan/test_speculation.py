@@ -348,3 +348,13 @@ def test_a_raw_event_the_settling_unit_passed_before_it_was_final_becomes_late()
     released.extend(unit.promise("X", 2**62))
     assert [e["n"] for e in released.late] == ["X3"] and unit.late_count == 1
     assert [e["n"] for e in released.events] == ["C20"] and detector.state == ["C5", "C20"]
+
+
+def test_flush_takes_a_raw_inputs_unsettled_events_as_final() -> None:
+    detector, unit = merge_target()
+    unit.upstream_settled("X", -1)
+    unit.push("X", [{"ts": 10, "i": 0, "n": "X10"}, {"ts": 30, "i": 1, "n": "X30"}])
+    unit.push("C", [{"ts": 20, "n": "C20"}])
+    released = unit.flush()
+    assert [e["n"] for e in released.events] == ["X10", "C20", "X30"] == detector.state
+    assert unit.buffered == 0 and unit.metrics()["speculation"]["inputs"]["unsettled"] == {"X": 0}
