@@ -15,6 +15,12 @@ unit settles strictly below ``clk - K`` in max mode too (Algorithm 2's purge), s
 event tied with ``clk - K`` stays replayable one clock step longer. Settled events
 are final: what the component made of them can no longer change.
 
+Inputs read in a speculative producer's raw view (``raw_streams``) count for emission at once but
+reach the settling unit only once their producer has settled them; a retraction from such a producer
+(``retract``) withdraws the events it revoked and replays if the component had processed any (seed 002
+§4.3). Whether the replay changes what the component emits is decided at its outputs
+(``OutputStream.replay_from``), so a retraction goes on downstream only if it does.
+
 Pure computation like the buffering unit: no I/O, no wall time.
 """
 
