@@ -126,6 +126,12 @@ class Repeater(Component):
     def repeater_level(cls, spec: WorkerSpec) -> int:
         return int(spec.params.get("level", 1))
 
+    @classmethod
+    def reads_raw(cls, spec: WorkerSpec) -> bool:
+        """Raw, so its copy of a speculative stream serves both views: it passes retractions and the settled
+        prefix on (of a buffering producer, the raw view is the settled one)."""
+        return True
+
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
             for name, stream in self.ctx.inputs.items():
@@ -138,9 +144,16 @@ class Repeater(Component):
             batch = cursor.read(REPEAT_BATCH)
             if batch.restarted:  # the original producer restarted: so does this copy of its stream
                 target.reset(source.progress)
+            if batch.retracted is not None or source.retract_generation > target.retractions:
+                # The producer withdrew tuples: so does this copy, under the producer's generation, so that
+                # raw readers may fail over between the two.
+                after = target.next_index - 1 if batch.retracted is None else batch.retracted
+                target.rewind(after, source.retract_generation)
             target.publish(source.progress)  # epoch and K notices pass through unchanged
-            if not batch.items:
-                await cursor.wait(IDLE_WAIT_S)
-                continue
             for index, item in zip(batch.indices, batch.items, strict=True):
                 target.append(item, index)
+            settled = source.upstream_settled
+            if settled is not None:
+                target.settle(settled)
+            if not batch.items:
+                await cursor.wait(IDLE_WAIT_S)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pan.progress import EMPTY, StreamProgress
 from pan.ringbuffer import RingBuffer
+from pan.subscription import progress_retract
 
 if TYPE_CHECKING:
     from pan.client import StreamSubscriber
@@ -53,6 +54,9 @@ class Batch:
     items: list[Tuple]
     missed: int  # indices overwritten before the reader came to them
     restarted: bool = False  # the producer restarted since the last read: the buffer started over
+    #: Raw view of a speculative producer: the tuples after this index that this reader took before were
+    #: withdrawn (``InputChannel.retract``); ``items`` are what came in their place.
+    retracted: int | None = None
 
 
 class InputChannel:
@@ -67,6 +71,8 @@ class InputChannel:
         self.listeners: list[Callable[[], None]] = []
         self.subscriber: StreamSubscriber | None = None  # while ``pull`` runs
         self.subscription: SubscriptionState | None = None  # where that pull stands: position, epoch, source
+        self.retractions = 0  # raw view: retract notices that withdrew tuples this channel held
+        self.retract_generation = 0  # the producer's generation of the latest of them
         self._received = 0
         self._resets = 0
         self._waits_for_reader = 0
@@ -81,6 +87,8 @@ class InputChannel:
         while True:
             await self.wait_for_room(page)  # a slow component holds the pull; nothing is overwritten
             fetch = await subscriber.fetch()
+            if fetch.retract is not None:
+                self.retract(*fetch.retract)
             self.set_progress(fetch.progress)
             if fetch.reset:
                 self.reset()
@@ -119,11 +127,20 @@ class InputChannel:
 
     # --- what the pull brings (also for offline use: tests, benchmarks) -------------
 
+    @property
+    def upstream_settled(self) -> int | None:
+        """Raw view of a speculative producer: its newest final index at the latest fetch (None: all are final)."""
+        return settled_of(self.progress)
+
     def set_progress(self, progress: StreamProgress) -> None:
-        """The upstream progress of the latest fetch; a grown K or moved watermark wakes readers."""
+        """The upstream progress of the latest fetch; a grown K, moved watermark or settled prefix wakes readers."""
         grew = progress.k_grew_from(self.progress)
-        moved = progress.wm_moved_from(self.progress)
+        moved = progress.wm_moved_from(self.progress) or settled_of(progress) != settled_of(self.progress)
         self.progress = progress
+        notice = progress_retract(progress.to_json()) if progress.other else None
+        if notice is not None and notice[1] > self.retract_generation:  # also those that withdrew nothing here
+            self.retract_generation = notice[1]
+            moved = True
         if grew or moved:
             self.buffer.poke()  # a repeater waiting on this buffer passes the news on
             self._notify()
@@ -132,6 +149,18 @@ class InputChannel:
         for item in tuples:
             self.buffer.append(item, item["i"])
         self._received += len(tuples)
+        self._notify()
+
+    def retract(self, after: int, generation: int = 0) -> None:
+        """The producer withdrew its tuples after ``after``: drop them; readers that took some hear of it."""
+        self.retractions += 1
+        self.retract_generation = max(self.retract_generation, generation)
+        self.buffer.truncate_after(after)
+        for cursor in self._cursors:
+            if cursor.position > after:
+                cursor.position = after
+                cursor.retracted = after if cursor.retracted is None else min(cursor.retracted, after)
+        self._room.set()
         self._notify()
 
     def reset(self) -> None:
@@ -191,6 +220,7 @@ class InputChannel:
             "failovers": counters.failovers,
             "consumed": self.consumed,
             "waits_for_reader": counters.waits_for_reader,
+            "retractions": self.retractions,
             "decode_errors": counters.decode_errors,
             "bad_sources": counters.bad_sources,
             "meta": self.progress.to_json(),
@@ -203,6 +233,7 @@ class Cursor:
 
     channel: InputChannel
     position: int = -1  # the newest index read
+    retracted: int | None = None  # tuples after this index that this reader took were withdrawn (next read says so)
     _generation: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -214,12 +245,12 @@ class Cursor:
         restarted = self._generation != channel.generation
         if restarted:  # the producer restarted: its indices start over
             self.position, self._generation = -1, channel.generation
-        after = self.position
+        after, retracted, self.retracted = self.position, self.retracted, None
         page = channel.buffer.read(after, oldest=limit)
         if page.items:
             self.position = page.indices[-1]
             channel._room.set()
-        return Batch(after, page.indices, page.items, page.missed, restarted)
+        return Batch(after, page.indices, page.items, page.missed, restarted, retracted)
 
     @property
     def caught_up(self) -> bool:
@@ -229,3 +260,11 @@ class Cursor:
     async def wait(self, timeout_s: float) -> None:
         """Until a tuple beyond the position arrives or the progress changes, at most ``timeout_s``."""
         await self.channel.buffer.wait_beyond(self.position, timeout_s, meta=True)
+
+
+def settled_of(progress: StreamProgress) -> int | None:
+    """The ``settled`` index a speculative producer adds to its raw pages' meta (None: absent or malformed)."""
+    for key, value in progress.other:
+        if key == "settled":
+            return value if type(value) is int and value >= -1 else None
+    return None

@@ -62,6 +62,12 @@ class Component:
         return 0
 
     @classmethod
+    def reads_raw(cls, spec: WorkerSpec) -> bool:
+        """Its inputs are pulled in the raw view (``/data?view=raw``): a speculative producer's unsettled tuples
+        and its retractions too. The default, the settled view, shows only tuples no retraction can touch."""
+        return False
+
+    @classmethod
     def listen_ports(cls, spec: WorkerSpec) -> dict[str, int]:
         """Ports it listens on besides the worker's HTTP ``port``, by the key that sets them (checked for clashes)."""
         return {}

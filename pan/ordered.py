@@ -126,6 +126,11 @@ class OrderedComponent(Component):
         return isinstance(spec.ordering, dict) and spec.ordering.get("mode") == "speculative"
 
     @classmethod
+    def reads_raw(cls, spec: WorkerSpec) -> bool:
+        """A speculative unit reads its inputs raw (unless ``ordering.input_view`` is ``settled``)."""
+        return cls.speculative(spec) and (spec.ordering or {}).get("input_view", "raw") == "raw"
+
+    @classmethod
     def supports_snapshots(cls) -> bool:
         return cls.state_attributes is not None or (
             cls.snapshot_state is not OrderedComponent.snapshot_state
@@ -162,7 +167,8 @@ class OrderedComponent(Component):
             spec_outputs = {n: o for n, o in ctx.outputs.items() if o is not self.late_output}
             self.snapshots = ComponentSnapshots(self, spec_outputs)
             speculation = SpeculationSettings.from_object(ctx.spec.ordering or {})
-            self.unit = SpeculativeUnit(settings, streams, self.snapshots, speculation)
+            raw = streams if self.reads_raw(ctx.spec) else []
+            self.unit = SpeculativeUnit(settings, streams, self.snapshots, speculation, raw_streams=raw)
         else:
             self.unit = OrderingUnit(settings, streams)
         self._wake = asyncio.Event()
@@ -209,6 +215,8 @@ class OrderedComponent(Component):
                 if upstream_k is not None:
                     self.unit.notice_upstream_k(name, upstream_k)
                 batch = self._cursors[name].read(READ_BATCH)
+                if isinstance(self.unit, SpeculativeUnit) and self.unit.reads_raw(name):
+                    self._raw_input(name, batch.retracted)
                 if batch.missed:  # overwritten before this component read them: never silent
                     self.input_missed += batch.missed
                     self.ctx.log.warning("%s: %d input tuples overwritten before processing", name, batch.missed)
@@ -249,6 +257,16 @@ class OrderedComponent(Component):
                         await self._wake.wait()
             else:
                 await asyncio.sleep(0)  # let the pull tasks and HTTP handlers run
+
+    def _raw_input(self, name: str, retracted: int | None) -> None:
+        """A raw input: first what its producer withdrew, then how far it is final (before its new tuples)."""
+        unit = self.unit
+        assert isinstance(unit, SpeculativeUnit)
+        if retracted is not None:
+            self._handle(unit.retract(name, retracted))
+        settled = self.ctx.inputs[name].upstream_settled
+        if settled != unit.settled_index(name):
+            self._handle(unit.upstream_settled(name, settled))
 
     def _mark_dirty(self, name: str) -> None:
         self._dirty[name] = None

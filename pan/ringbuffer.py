@@ -126,6 +126,13 @@ class RingBuffer(Generic[T]):
             self._hole_ends[-1] = index
         self.poke()
 
+    def at(self, index: int) -> T | None:
+        """The item stored under ``index`` (None: not held, or a hole)."""
+        if not self._first <= index < self._next:
+            return None
+        item = self._slots[index % self.capacity]
+        return None if item is _HOLE else item  # type: ignore[return-value]
+
     def reset(self, start_index: int = 0) -> None:
         """Forget everything, e.g. when an upstream producer restarted."""
         self._slots = [_HOLE] * self.capacity

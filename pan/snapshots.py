@@ -7,7 +7,8 @@ numpy arrays inside are copied however deeply they nest. Live objects the state
 refers to (output streams, input channels, loggers, the ordering unit) are not
 state: they are kept by reference, so a restored state writes to the same streams.
 Next to the state a snapshot records where each output stream stood, so a
-restore also withdraws what the component appended since (``OutputStream.rewind``).
+restore makes the outputs hold what the component appended since, until the replay shows
+which of it changed (``OutputStream.replay_from``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class ComponentSnapshots:
         self.outputs = outputs  # the streams a replay rewinds (not the late-events stream: it is never premature)
         self.codec = StateCodec()
         self.rewound_tuples = 0
+        for out in outputs.values():
+            out.settle(-1)  # nothing is final before the unit says so: raw readers must not take it as final
 
     def snapshot(self) -> bytes:
         """The outputs' positions as a JSON line (read without unpickling, ``settle``), then the state."""
@@ -94,16 +97,23 @@ class ComponentSnapshots:
         positions = orjson.loads(snapshot[:header])
         self.component.restore_state(self.codec.load(snapshot[header + 1 :]))
         for name, position in positions.items():
-            out = self.outputs[name]
-            if out.next_index > position:
-                self.rewound_tuples += out.next_index - position
-                out.rewind(position - 1)
+            # On-demand retraction: the tuples after the snapshot are held, not withdrawn; the replay keeps
+            # those it emits again unchanged, and only a change (or a tuple not emitted again) withdraws them.
+            self.outputs[name].replay_from(position - 1)
 
     def process(self, events: list[dict]) -> None:
         self.component.process(events)
 
+    def end_replays(self) -> None:
+        """The unit's call is over: withdraw what a replay held and did not emit again (``OutputStream.end_replay``)."""
+        for out in self.outputs.values():
+            before = out.retracted_tuples
+            out.end_replay()
+            self.rewound_tuples += out.retracted_tuples - before
+
     def settle(self, oldest: bytes | None) -> None:
         """Mark what no replay can withdraw: each output's tuples before the oldest snapshot's position."""
+        self.end_replays()
         positions = self.positions(oldest) if oldest is not None else {}
         for name, out in self.outputs.items():
             out.settle(positions.get(name, out.next_index) - 1)

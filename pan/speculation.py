@@ -15,6 +15,12 @@ unit settles strictly below ``clk - K`` in max mode too (Algorithm 2's purge), s
 event tied with ``clk - K`` stays replayable one clock step longer. Settled events
 are final: what the component made of them can no longer change.
 
+Inputs read in a speculative producer's raw view (``raw_streams``) count for emission at once but
+reach the settling unit only once their producer has settled them; a retraction from such a producer
+(``retract``) withdraws the events it revoked and replays if the component had processed any (seed 002
+§4.3). Whether the replay changes what the component emits is decided at its outputs
+(``OutputStream.replay_from``), so a retraction goes on downstream only if it does.
+
 Pure computation like the buffering unit: no I/O, no wall time.
 """
 
@@ -32,7 +38,10 @@ from pan.progress import StreamProgress
 
 MODES = ("buffering", "speculative")
 #: Keys of a worker's ``ordering`` object (``{"mode": "speculative", "alpha": 0.33}``).
-ORDERING_OBJECT_KEYS = ("mode", "alpha", "max_snapshot_bytes")
+ORDERING_OBJECT_KEYS = ("mode", "alpha", "max_snapshot_bytes", "input_view")
+#: How a speculative unit reads its inputs: ``raw`` (default) takes a speculative producer's unsettled tuples
+#: and retractions, so gains add up across levels; ``settled`` only what no retraction can touch.
+INPUT_VIEWS = ("raw", "settled")
 DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 AUTO = "auto"
 
@@ -74,6 +83,11 @@ def validate_ordering_object(obj: Any) -> list[str]:
             isinstance(alpha, int | float) and not isinstance(alpha, bool) and math.isfinite(alpha) and 0 <= alpha <= 1
         ):
             problems.append(f'ordering.alpha: must be a number in [0, 1] or "auto", got {alpha!r}')
+    if "input_view" in obj:
+        if mode != "speculative":
+            problems.append("ordering.input_view: only with mode speculative")
+        elif obj["input_view"] not in INPUT_VIEWS:
+            problems.append(f"ordering.input_view: must be one of {', '.join(INPUT_VIEWS)}, got {obj['input_view']!r}")
     if "max_snapshot_bytes" in obj:
         cap = obj["max_snapshot_bytes"]
         if not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0):
@@ -138,6 +152,28 @@ class _SettlingUnit(OrderingUnit):
         """(ts, stream position) of the last event settled in order."""
         return self._rel_key
 
+    def progress_of(self, pos: int) -> int | None:
+        """How far stream ``pos`` has come in this unit: its largest ts or promise."""
+        return self._prog[pos]
+
+    def clock_with(self, seen: Sequence[int | None]) -> int | None:
+        """clk as it would be if each stream had also come as far as ``seen`` (raw, unsettled input).
+
+        Watermark mode: the slowest running stream; max mode: the furthest clock stream. Never below clk.
+        """
+        progress = [p if s is None or (p is not None and p >= s) else s for p, s in zip(self._prog, seen, strict=True)]
+        if self._watermark:
+            running = [p for p, e in zip(progress, self._ended, strict=True) if not e]
+            if not running or None in running:
+                return self._clk
+            clk = min(running)  # type: ignore[type-var]
+        else:
+            ahead = [p for p, c in zip(progress, self._is_clock, strict=True) if c and p is not None]
+            if not ahead:
+                return self._clk
+            clk = max(ahead)
+        return clk if self._clk is None or clk > self._clk else self._clk
+
 
 class SpeculativeUnit:
     """A buffering unit plus premature emission, snapshots and replay (seed 002, Algorithms 1-2).
@@ -154,7 +190,10 @@ class SpeculativeUnit:
         streams: Sequence[str],
         target: SpeculationTarget,
         speculation: SpeculationSettings | None = None,
+        raw_streams: Sequence[str] = (),
     ) -> None:
+        """``raw_streams``: inputs read in their producer's raw view (a speculative producer's unsettled
+        tuples too, and its retractions, ``retract``); ``upstream_settled`` says which of them are final."""
         self.inner = _SettlingUnit(settings, streams)
         self.settings = settings
         self.streams = self.inner.streams
@@ -182,6 +221,16 @@ class SpeculativeUnit:
         self.restores = 0
         self.fallbacks = 0  # times the snapshot cap stopped speculation
         self.capped = False
+        n = len(self.streams)
+        self._raw = [s in set(raw_streams) for s in self.streams]
+        #: Per raw input: the producer's newest final index (None: every tuple is final), the events after
+        #: it (not given to the settling unit yet, in index order), and the largest ts among those.
+        self._upstream_settled: list[int | None] = [None] * n
+        self._unsettled: list[list[dict]] = [[] for _ in range(n)]
+        self._unsettled_max: list[int | None] = [None] * n
+        self.retractions_received = [0] * n  # retract notices that withdrew events this unit held
+        self.withdrawn_events = [0] * n
+        self.input_replays = [0] * n  # replays, by the input whose event (or retraction) caused them
 
     # ------------------------------------------------------------------ state
 
@@ -200,6 +249,13 @@ class SpeculativeUnit:
         """``alpha: "auto"``: the share of the last span the component worked; moves alpha (Algorithm 3)."""
         if self.controller is not None:
             self.alpha = self.controller.update(busy)
+
+    def reads_raw(self, stream: str) -> bool:
+        return self._raw[self._pos[stream]]
+
+    def settled_index(self, stream: str) -> int | None:
+        """The newest index of a raw input its producer has settled, as last told (None: every tuple is final)."""
+        return self._upstream_settled[self._pos[stream]]
 
     @property
     def k(self) -> int:
@@ -256,6 +312,79 @@ class SpeculativeUnit:
             ts = ev.get("ts") if isinstance(ev, Mapping) else None
             if type(ts) is not int:
                 raise ValueError(f"{stream}: every event needs an integer 'ts', got {ts!r}")
+        self._insert(pos, events)
+        if not self._raw[pos]:
+            return self._after(self.inner.push(stream, events))
+        released = self._settle_input(pos)
+        settled = self._upstream_settled[pos]
+        final = events if settled is None else [ev for ev in events if ev.get("i", -1) <= settled]
+        if len(final) < len(events):
+            rest = events[len(final):]
+            self._unsettled[pos].extend(rest)
+            top = max(ev["ts"] for ev in rest)
+            current = self._unsettled_max[pos]
+            self._unsettled_max[pos] = top if current is None or top > current else current
+        if final:
+            released.extend(self.inner.push(stream, final))
+        return self._after(released)
+
+    def upstream_settled(self, stream: str, index: int | None) -> Released:
+        """A raw input's producer says its tuples up to ``index`` are final (None: all are); they go to the
+        settling unit, which may settle and emit."""
+        pos = self._pos[stream]
+        if index == self._upstream_settled[pos]:
+            return Released()
+        self._upstream_settled[pos] = index
+        return self._after(self._settle_input(pos))
+
+    def retract(self, stream: str, after: int) -> Released:
+        """A raw input's producer withdrew its tuples after index ``after`` (seed 002 §4.3).
+
+        The withdrawn events leave the buffer; if the component had processed any of them, its state goes
+        back to the snapshot before the earliest and the rest is replayed, as for an out-of-order arrival.
+        Events not emitted yet are simply dropped. Nothing is emitted here: the replacements come as new
+        input next, and emitting before them would replay a second time.
+        """
+        pos = self._pos[stream]
+        pending = self._unsettled[pos]
+        keep = next((n for n, ev in enumerate(pending) if ev.get("i", -1) > after), len(pending))
+        gone = pending[keep:]
+        if not gone:
+            return Released()
+        del pending[keep:]
+        self._unsettled_max[pos] = max((ev["ts"] for ev in pending), default=None)
+        self.retractions_received[pos] += 1
+        self.withdrawn_events[pos] += len(gone)
+        ids = {id(ev) for ev in gone}
+        at = [n for n, ev in enumerate(self._events) if id(ev) in ids]
+        if at and at[0] < self._aep:
+            # The replacements come no earlier than what is left of the input (it is in ts order): going back
+            # that far now spares a second replay when one of them lands in front of what was emitted since.
+            known = [ev["ts"] for ev in pending[-1:]] + [p for p in (self.inner.progress_of(pos),) if p is not None]
+            start = bisect_right(self._keys, (max(known), pos, math.inf)) if known else 0
+            self._rewind(min(at[0], start), pos)
+        for n in reversed(at):
+            del self._keys[n], self._events[n]
+        return Released()
+
+    def _settle_input(self, pos: int) -> Released:
+        """Hand a raw input's events that became final to the settling unit."""
+        pending = self._unsettled[pos]
+        if not pending:
+            return Released()
+        settled = self._upstream_settled[pos]
+        cut = len(pending) if settled is None else next(
+            (n for n, ev in enumerate(pending) if ev.get("i", -1) > settled), len(pending))
+        if not cut:
+            return Released()
+        final = pending[:cut]
+        del pending[:cut]
+        if not pending:
+            self._unsettled_max[pos] = None
+        return self.inner.push(self.streams[pos], final)
+
+    def _insert(self, pos: int, events: Sequence[dict]) -> None:
+        """Sort a batch into the buffer; one landing in front of the AEP makes the unit restore and replay."""
         rts, rpos = self.inner.settled_key
         fresh: list[tuple[tuple[int, int, int], dict]] = []
         for ev in events:
@@ -264,17 +393,17 @@ class SpeculativeUnit:
             if ts < rts or (ts == rts and pos < rpos):
                 continue  # behind what is settled: late, reported by the inner unit
             fresh.append(((ts, pos, self._seq), ev))
-        if fresh:
-            first = min(key for key, _ in fresh)
-            if self._aep and first < self._keys[self._aep - 1]:
-                self._rewind(bisect_right(self._keys, first))
-            for key, ev in fresh:
-                at = bisect_right(self._keys, key)
-                self._keys.insert(at, key)
-                self._events.insert(at, ev)
-                if at < len(self._snaps):  # only unemitted entries lie behind the AEP
-                    raise AssertionError("speculative buffer: insertion in front of the AEP after a rewind")
-        return self._after(self.inner.push(stream, events))
+        if not fresh:
+            return
+        first = min(key for key, _ in fresh)
+        if self._aep and first < self._keys[self._aep - 1]:
+            self._rewind(bisect_right(self._keys, first), pos)
+        for key, ev in fresh:
+            at = bisect_right(self._keys, key)
+            self._keys.insert(at, key)
+            self._events.insert(at, ev)
+            if at < len(self._snaps):  # only unemitted entries lie behind the AEP
+                raise AssertionError("speculative buffer: insertion in front of the AEP after a rewind")
 
     def promise(self, stream: str, ts: int) -> Released:
         """Progress of ``stream`` (see ``OrderingUnit.promise``); may settle and emit."""
@@ -284,18 +413,24 @@ class SpeculativeUnit:
         return self.inner.notice_upstream_k(stream, k_upstream)
 
     def flush(self) -> Released:
-        """Settle and emit everything (offline use, tests)."""
-        return self._after(self.inner.flush(), everything=True)
+        """Settle and emit everything (offline use, tests); raw inputs' unsettled events count as final."""
+        released = Released()
+        for pos in range(len(self.streams)):
+            self._upstream_settled[pos] = None
+            released.extend(self._settle_input(pos))
+        released.extend(self.inner.flush())
+        return self._after(released, everything=True)
 
     # ------------------------------------------------------------------ internals
 
-    def _rewind(self, to: int) -> None:
+    def _rewind(self, to: int, cause: int) -> None:
         """Restore the state from before entry ``to`` and mark it and everything after as not emitted."""
         snap = self._snaps[to]
         if snap is None:  # pragma: no cover - every emitted, unsettled entry has one
             raise AssertionError("speculative buffer: emitted entry without a snapshot")
         self.target.restore(snap)
         self.replays += 1
+        self.input_replays[cause] += 1
         self.restores += 1
         self.replayed_events += self._aep - to
         for s in self._snaps[to:]:
@@ -310,7 +445,7 @@ class SpeculativeUnit:
         n = len(settled)
         if n:
             if n > len(self._events) or any(a is not b for a, b in zip(self._events[:n], settled, strict=False)):
-                raise AssertionError("speculative buffer out of step with the buffering unit")
+                self._drop_overtaken(settled)
             if n > self._aep:  # due now and final: no snapshot needed
                 self.target.process(self._events[self._aep : n])
                 self._snaps.extend([None] * (n - self._aep))
@@ -324,9 +459,26 @@ class SpeculativeUnit:
         self._emit(everything or self.inner.ended)
         return Released(events=settled, late=released.late)
 
+    def _drop_overtaken(self, settled: list[dict]) -> None:
+        """Raw events the settling unit has passed before they were final leave the buffer (they come back
+        as late events once final, as in a buffering unit); the settled events are then its front."""
+        ids = {id(ev) for ev in settled}
+        last = max((n for n, ev in enumerate(self._events) if id(ev) in ids), default=-1)
+        stray = [n for n in range(last + 1) if id(self._events[n]) not in ids]
+        if last + 1 != len(settled) + len(stray) or not stray:
+            raise AssertionError("speculative buffer out of step with the buffering unit")
+        if stray[0] < self._aep:
+            self._rewind(stray[0], self._keys[stray[0]][1])
+        for n in reversed(stray):
+            del self._keys[n], self._events[n]
+
     def _emit_limit(self) -> float:
-        """Largest ts the speculation rule emits now (``ts + alpha*K <= clk``; strictly below in watermark mode)."""
-        clk = self.inner.clk
+        """Largest ts the speculation rule emits now (``ts + alpha*K <= clk``; strictly below in watermark mode).
+
+        With raw inputs clk counts their unsettled events too: what is emitted early may depend on them.
+        """
+        raw = any(m is not None for m in self._unsettled_max)
+        clk = self.inner.clock_with(self._unsettled_max) if raw else self.inner.clk
         if clk is None:
             return -math.inf
         ak = self._alpha * self.inner.k
@@ -407,12 +559,23 @@ class SpeculativeUnit:
             "capped": self.capped,
             "fallbacks": self.fallbacks,
             "alpha_resets": self.controller.resets if self.controller is not None else 0,
+            "raw_inputs": [stream for stream, raw in zip(self.streams, self._raw, strict=True) if raw],
+            # Per input, one map per counter (so /metrics labels them by stream).
+            "inputs": {
+                "replays": dict(zip(self.streams, self.input_replays, strict=True)),
+                "retractions_received": dict(zip(self.streams, self.retractions_received, strict=True)),
+                "withdrawn_events": dict(zip(self.streams, self.withdrawn_events, strict=True)),
+                "unsettled": {s: len(self._unsettled[p]) for s, p in self._pos.items() if self._raw[p]},
+                "upstream_settled": {s: i for s, i in zip(self.streams, self._upstream_settled, strict=True)
+                                     if i is not None},
+            },
         }
         return out
 
 
 __all__ = [
     "AUTO",
+    "INPUT_VIEWS",
     "MODES",
     "ORDERING_OBJECT_KEYS",
     "SpeculationSettings",

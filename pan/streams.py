@@ -97,6 +97,10 @@ class OutputStream:
         #: Speculative producers only: the newest index no retraction can touch (``settle``); the default
         #: (settled) view of /data serves tuples up to it, the raw view everything. None: every tuple is final.
         self.settled: int | None = None
+        #: During a replay (``replay_from``): the index the component's next tuple gets. Tuples it re-emits
+        #: byte for byte equal to those held keep their place; the first that differs withdraws the rest.
+        self._replay_next: int | None = None
+        self.replayed_same = 0  # tuples a replay emitted again unchanged (no retraction needed for them)
         self.served_tuples = 0
         self.requests = 0
         self._name_json = orjson.dumps(name)
@@ -106,15 +110,19 @@ class OutputStream:
 
     @property
     def next_index(self) -> int:
-        return self.buffer.next_index
+        """The index the next tuple gets (during a replay: the replay's position, not the end of the buffer)."""
+        return self.buffer.next_index if self._replay_next is None else self._replay_next
 
     def append(self, item: Tuple, index: int | None = None) -> int:
         """Assign (or keep, for repeaters) the index and store the encoded tuple."""
+        replaying = index is None and self._replay_next is not None
         if index is None:
-            index = self.buffer.next_index
+            index = self.next_index
         record = {"i": index, **item}
         record["i"] = index  # an input tuple's own index must not leak into this stream
         encoded = encode(record)
+        if replaying and not self._replayed([encoded]):
+            return index
         skipped = index - self.buffer.next_index
         if self._holders and skipped == 0:  # a repeater's gap is not ours to hold
             self._make_room(1)
@@ -124,7 +132,7 @@ class OutputStream:
         return index
 
     def extend(self, items: list[Tuple]) -> None:
-        start = self.buffer.next_index
+        start = self.next_index
         encoded = []
         for n, item in enumerate(items):
             record = {"i": start + n, **item}
@@ -134,6 +142,10 @@ class OutputStream:
 
     def extend_encoded(self, encoded: list[bytes]) -> None:
         """Append JSON objects the caller encoded with indices from ``next_index`` on."""
+        if self._replay_next is not None:
+            encoded = self._replayed(encoded)
+            if not encoded:
+                return
         if self._holders:
             self._make_room(len(encoded))
         self.buffer.extend(encoded)
@@ -262,14 +274,17 @@ class OutputStream:
         self.progress = progress
         self._progress_json = orjson.dumps(progress.to_json())
 
-    def rewind(self, after: int) -> None:
+    def rewind(self, after: int, generation: int | None = None) -> None:
         """Withdraw the tuples after index ``after`` (a speculative component revises its output).
 
         The next tuples reuse the indices from ``after + 1`` on, and every page from now on carries
         ``retract: {"after": n, "generation": g}`` in its meta, so a reader that already read past
         ``n`` drops what it holds beyond ``n`` and reads again (docs/ordering.md, "Speculation").
+        ``generation``: a repeater passes its source's on, so readers may fail over between them.
         """
         if after + 1 >= self.buffer.next_index:
+            if generation is not None and generation > self.retractions:  # keep the source's count all the same
+                self._note_rewind(self.buffer.next_index - 1, generation)
             return
         if self.settled is not None and after < self.settled:
             raise ValueError(f"{self.name}: cannot withdraw settled tuples (after {after}, settled {self.settled})")
@@ -279,12 +294,56 @@ class OutputStream:
         if gone > 0:
             self.held_bytes -= sum(self._sizes[-gone:])
             del self._sizes[-gone:]
-        self.retractions += 1
+        self._note_rewind(after, generation)
+
+    def _note_rewind(self, after: int, generation: int | None) -> None:
+        """Number the rewind (its generation) and tell raw readers from the next page on."""
+        self.retractions = max(self.retractions + 1, generation or 0)
         self._rewinds.append((self.retractions, after))
         if len(self._rewinds) > MAX_REWINDS:
             del self._rewinds[: len(self._rewinds) - MAX_REWINDS]
         notice = {"after": after, "generation": self.retractions}
         self._set_progress(self.progress.merged(StreamProgress.from_json({"retract": notice})))
+
+    # --- on-demand retraction (seed 002 §4.3.2) ------------------------------------------
+
+    def replay_from(self, after: int) -> None:
+        """The component goes back to index ``after`` and replays: hold the tuples after it as they are.
+
+        Nothing is withdrawn yet. Each tuple the replay emits is compared with the one held under its
+        index; equal ones stay (no reader hears of them), the first that differs withdraws everything
+        from its index on (``rewind``), and ``end_replay`` withdraws what the replay did not emit again.
+        So a retraction travels downstream only when the output really changed.
+        """
+        if after + 1 >= self.next_index:
+            return
+        self._replay_next = after + 1
+
+    def end_replay(self) -> None:
+        """The replay is over: withdraw the held tuples it did not emit again."""
+        if self._replay_next is None:
+            return
+        after, self._replay_next = self._replay_next - 1, None
+        self.rewind(after)
+
+    def _replayed(self, encoded: list[bytes]) -> list[bytes]:
+        """Match replayed tuples against the held ones; returns those to append (after a rewind, if any)."""
+        position = self._replay_next
+        assert position is not None
+        for n, item in enumerate(encoded):
+            if position >= self.buffer.next_index:  # every held tuple came again: append the rest
+                self._replay_next = None
+                return encoded[n:]
+            if self.buffer.at(position) != item:  # the output changed here: withdraw from here on
+                self._replay_next = None
+                self.rewind(position - 1)
+                return encoded[n:]
+            position += 1
+            self.replayed_same += 1
+        self._replay_next = position
+        if position >= self.buffer.next_index:
+            self._replay_next = None
+        return []
 
     def settle(self, index: int) -> None:
         """Tuples up to ``index`` are final (a speculative producer's settled prefix); wakes settled readers."""
@@ -328,8 +387,13 @@ class OutputStream:
             items, last = items[:keep], self.settled
         elif raw_generation is not None:
             notice = self.retract_notice(raw_generation)
+            extra: dict[str, Any] = {}
+            if self.settled is not None:  # a raw reader must know which of the tuples are final
+                extra["settled"] = self.settled
             if notice is not None:
-                meta = orjson.dumps({**self.progress.to_json(), "retract": notice})
+                extra["retract"] = notice
+            if extra:
+                meta = orjson.dumps({**self.progress.to_json(), **extra})
         if latest is None:
             items = _within_page_bytes(items)
         self.requests += 1
@@ -362,6 +426,7 @@ class OutputStream:
             "appended": self.appended,
             "retractions": self.retractions,
             "retracted_tuples": self.retracted_tuples,
+            "replayed_same": self.replayed_same,
             "settled": self.settled,
             "requests": self.requests,
             "served_tuples": self.served_tuples,

@@ -195,6 +195,7 @@ class Worker:
             allowed_hosts=self.trust.allowed_hosts,
             tls=self.trust.client_tls(),
             hold=hold_name(self.spec.name) if self.lossless else None,
+            view="raw" if self.component.reads_raw(self.spec) else "settled",
         )
 
 

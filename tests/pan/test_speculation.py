@@ -215,6 +215,22 @@ def test_ordering_object_is_checked() -> None:
     assert validate_ordering_object({"alpha": 0.5})  # alpha only with speculative
     assert validate_ordering_object({"mode": "speculative", "max_snapshot_bytes": -1})
     assert validate_ordering_object([1])
+    assert validate_ordering_object({"mode": "speculative", "input_view": "settled"}) == []
+    assert any("ordering.input_view" in p for p in validate_ordering_object({"mode": "speculative", "input_view": "x"}))
+    assert any("ordering.input_view" in p for p in validate_ordering_object({"input_view": "raw"}))
+
+
+def test_a_speculative_worker_reads_raw_unless_told_otherwise() -> None:
+    from pan.ordered import Merge
+    from pan.specs import WorkerSpec
+
+    def spec(ordering: dict | None) -> WorkerSpec:
+        return WorkerSpec(name="M", type="merge", host="127.0.0.1", port=1, peer="p", inputs=["A"],
+                          params={"output": "X"}, ordering=ordering)
+
+    assert Merge.reads_raw(spec({"mode": "speculative"}))
+    assert not Merge.reads_raw(spec({"mode": "speculative", "input_view": "settled"}))
+    assert not Merge.reads_raw(spec(None))
 
 
 def test_alpha_adaptation_follows_algorithm_3() -> None:
@@ -230,3 +246,115 @@ def test_alpha_adaptation_follows_algorithm_3() -> None:
     assert control.update(0.5) == pytest.approx(0.45)
     assert control.update(0.5) == pytest.approx(0.40)
     assert control.slow
+
+
+# --- retraction across levels: on-demand output, raw inputs ---------------------------------------------
+
+
+def test_a_replay_that_emits_the_same_tuples_withdraws_nothing() -> None:
+    from pan.streams import OutputStream
+
+    out = OutputStream("X", 100)
+    out.extend([{"ts": t} for t in (1, 2, 3, 4)])
+    out.replay_from(1)  # a restore to the snapshot taken at index 2
+    assert out.next_index == 2
+    out.extend([{"ts": 3}, {"ts": 4}])  # emitted again, unchanged
+    out.end_replay()
+    assert out.retractions == 0 and out.replayed_same == 2 and out.next_index == 4
+    out.replay_from(1)
+    out.extend([{"ts": 3}, {"ts": 5}, {"ts": 6}])  # index 3 changed: withdrawn from there on
+    out.end_replay()
+    assert out.retractions == 1 and out.retracted_tuples == 1
+    assert out.retract_notice(0) == {"after": 2, "generation": 1}
+    assert [t["ts"] for t in map(json.loads, out.buffer.read(-1, oldest=10).items)] == [1, 2, 3, 5, 6]
+    out.replay_from(2)
+    out.extend([{"ts": 5}])
+    out.end_replay()  # index 4 was not emitted again: withdrawn
+    assert out.retractions == 2 and out.next_index == 4
+
+
+def merge_target() -> tuple[Detector, SpeculativeUnit]:
+    detector = Detector()
+    settings = OrderingSettings(clock_mode="watermark", lam=0, min_k=1000, window=1000)
+    unit = SpeculativeUnit(settings, ["X", "C"], detector, SpeculationSettings(alpha=0), raw_streams=["X"])
+    return detector, unit
+
+
+def test_a_retraction_replays_only_when_withdrawn_events_were_emitted() -> None:
+    detector, unit = merge_target()
+    unit.upstream_settled("X", -1)  # the producer is speculative; nothing of X is final yet
+    unit.push("C", [{"ts": t, "n": f"C{t}"} for t in (12, 22, 32, 42)])
+    unit.push("X", [{"ts": t, "i": i, "n": f"X{t}"} for i, t in enumerate((10, 20, 30, 40, 50))])
+    # Raw X counts for emission (below min(50, 42)), not for settling (K 1000: nothing settles).
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "C32", "X40"]
+    assert unit.release_limit is None or unit.release_limit < 10
+    unit.retract("X", 4)  # nothing after index 4: nothing withdrawn
+    assert unit.retractions_received == [0, 0]
+    unit.retract("X", 3)  # X50 was not emitted: dropped, no replay
+    assert unit.replays == 0 and unit.retractions_received == [1, 0]
+    # X40 was emitted: back to the state before the first event after X30, the last of X that stays (the
+    # replacements come no earlier), and nothing is emitted until the replacement comes.
+    unit.retract("X", 2)
+    assert unit.replays == 1 and unit.input_replays == [1, 0]
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30"]
+    unit.push("X", [{"ts": 31, "i": 3, "n": "X31"}, {"ts": 45, "i": 4, "n": "X45"}])
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "X31", "C32"]  # strictly below min(45, 42)
+    assert unit.replays == 1  # X31 lands behind the AEP, though before C32: no second replay
+    # Settling goes by what the producer settled: up to X31, then everything at the end.
+    unit.upstream_settled("X", 3)
+    released = unit.promise("C", 2**62)  # C ends: X31 is final, X45 not yet
+    assert unit.metrics()["speculation"]["inputs"]["unsettled"] == {"X": 1}
+    released.extend(unit.upstream_settled("X", None))
+    released.extend(unit.promise("X", 2**62))
+    assert unit.buffered == 0 and unit.ended
+    assert [e["n"] for e in released.events] == detector.state  # every event settled, in order, once
+    assert detector.state == ["X10", "C12", "X20", "C22", "X30", "X31", "C32", "C42", "X45"]
+
+
+def test_a_channel_tells_its_reader_what_was_withdrawn() -> None:
+    from pan.channel import InputChannel
+    from pan.ringbuffer import RingBuffer
+
+    channel = InputChannel("X", RingBuffer(16))
+    cursor = channel.cursor()
+    channel.add([{"i": i, "ts": i} for i in range(5)])
+    assert [t["i"] for t in cursor.read(3).items] == [0, 1, 2]
+    channel.retract(3, 1)  # the cursor has not read past 3: nothing to say
+    assert cursor.read(10).retracted is None
+    channel.add([{"i": 4, "ts": 40}])
+    assert [t["ts"] for t in cursor.read(10).items] == [40]
+    channel.retract(1, 2)
+    channel.add([{"i": 2, "ts": 15}])
+    batch = cursor.read(10)
+    assert batch.retracted == 1 and [t["ts"] for t in batch.items] == [15]
+    assert channel.retractions == 2 and channel.retract_generation == 2
+
+
+def test_a_raw_event_the_settling_unit_passed_before_it_was_final_becomes_late() -> None:
+    """Max mode: the clock stream C settles past a raw X event its producer has not settled yet. The
+    unit takes it back (it was emitted) and, once final, it is late, as in a buffering unit."""
+    detector = Detector()
+    unit = SpeculativeUnit(OrderingSettings(clock=("C",), lam=0, window=1000), ["X", "C"], detector,
+                           SpeculationSettings(alpha=0), raw_streams=["X"])
+    unit.upstream_settled("X", -1)
+    unit.push("X", [{"ts": 3, "i": 0, "n": "X3"}])
+    unit.push("C", [{"ts": 5, "n": "C5"}])
+    assert detector.state == ["X3", "C5"]
+    released = unit.push("C", [{"ts": 20, "n": "C20"}])  # settles C5; X3 is in front of it but not final
+    assert [e["n"] for e in released.events] == ["C5"]
+    assert detector.state == ["C5", "C20"] and unit.replays == 1
+    released = unit.upstream_settled("X", 0)  # final now: the settling unit finds it late when it releases it
+    released.extend(unit.promise("C", 2**62))
+    released.extend(unit.promise("X", 2**62))
+    assert [e["n"] for e in released.late] == ["X3"] and unit.late_count == 1
+    assert [e["n"] for e in released.events] == ["C20"] and detector.state == ["C5", "C20"]
+
+
+def test_flush_takes_a_raw_inputs_unsettled_events_as_final() -> None:
+    detector, unit = merge_target()
+    unit.upstream_settled("X", -1)
+    unit.push("X", [{"ts": 10, "i": 0, "n": "X10"}, {"ts": 30, "i": 1, "n": "X30"}])
+    unit.push("C", [{"ts": 20, "n": "C20"}])
+    released = unit.flush()
+    assert [e["n"] for e in released.events] == ["X10", "C20", "X30"] == detector.state
+    assert unit.buffered == 0 and unit.metrics()["speculation"]["inputs"]["unsettled"] == {"X": 0}

@@ -5,7 +5,9 @@ sensor arrive partly out of order, one chunk at a time. A raw reader (``view="ra
 every chunk's output before the next chunk comes, so the held-back rows of the next chunk make
 the merge restore a snapshot, withdraw what it published after it, and publish again: the raw
 reader gets ``retract`` markers. Applying them, it must end with exactly the tuples of the
-settled view, which never shows a tuple that a retraction could still touch.
+settled view, which never shows a tuple that a retraction could still touch. A repeater of the
+merged stream reads it raw and passes the retractions and the settled prefix on: readers of its
+copy end the same way.
 """
 
 from __future__ import annotations
@@ -56,19 +58,28 @@ def test_the_ordering_object_is_validated() -> None:
 async def test_a_raw_reader_that_applies_retractions_ends_with_the_settled_view(
     repository: RepositoryServer, workers: WorkerGroup
 ) -> None:
+    repeater = {"name": "R", "type": "repeater", "host": HOST, "port": free_port(), "inputs": ["X"]}
     workflow = parse_workflow(workflow_dict(repository.port, [
-        forwarder("F", ["SENSOR4", "SENSOR13"], buffer_size=20_000), speculative_merge(alpha=0)]))
-    _fwd, merge = await workers.start(workflow)
+        forwarder("F", ["SENSOR4", "SENSOR13"], buffer_size=20_000), speculative_merge(alpha=0), repeater]))
+    _fwd, merge, rep = await workers.start(workflow)
     raw: list[dict[str, Any]] = []
     settled: list[dict[str, Any]] = []
     markers: list[dict[str, Any]] = []
+    repeated: list[dict[str, Any]] = []  # raw, through the repeater: it passes the retractions on
+    repeated_settled: list[dict[str, Any]] = []
     address = f"{HOST}:{repository.port}"
     raw_sub = StreamSubscriber("X", address, view="raw", gaps=True, max_wait_ms=200)
     settled_sub = StreamSubscriber("X", address, gaps=True, max_wait_ms=200)
-    await raw_sub.start()
-    await settled_sub.start()
+    producer = (f"{HOST}:{merge.server.port}",)
+    rep_sub = StreamSubscriber("X", address, view="raw", gaps=True, max_wait_ms=200, exclude=producer)
+    rep_settled_sub = StreamSubscriber("X", address, gaps=True, max_wait_ms=200, exclude=producer)
+    subscribers = [raw_sub, settled_sub, rep_sub, rep_settled_sub]
+    for sub in subscribers:
+        await sub.start()
     tasks = [asyncio.create_task(collect(raw_sub, raw, markers)),
-             asyncio.create_task(collect(settled_sub, settled, []))]
+             asyncio.create_task(collect(settled_sub, settled, [])),
+             asyncio.create_task(collect(rep_sub, repeated, [])),
+             asyncio.create_task(collect(rep_settled_sub, repeated_settled, []))]
     rng = random.Random(5)
     _reader, writer = await asyncio.open_connection(HOST, workflow.worker("F").params["ingest_port"])
     output = merge.outputs["X"]
@@ -96,18 +107,23 @@ async def test_a_raw_reader_that_applies_retractions_ends_with_the_settled_view(
         await wait_until(lambda: merge.component.unit.ended and output.settled == output.next_index - 1, timeout_s=60)
         await wait_until(lambda: len(settled) == output.next_index and raw_sub.position == output.next_index - 1,
                          timeout_s=60)
+        await wait_until(lambda: len(repeated_settled) == output.next_index
+                         and rep_sub.position == output.next_index - 1, timeout_s=60)
     finally:
         writer.close()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await raw_sub.close()
-        await settled_sub.close()
+        for sub in subscribers:
+            await sub.close()
     info = (await get_json(f"http://{HOST}:{merge.server.port}/streams"))[1]
     spec_metrics = info["component"]["ordering"]["speculation"]
     assert spec_metrics["replays"] > 0 and info["outputs"]["X"]["retractions"] > 0
     assert markers and raw_sub.state.stats.retractions > 0  # the raw reader had read what was withdrawn
     assert raw == settled
+    assert rep_sub.source is not None and rep_sub.source.rep  # read through the repeater
+    assert rep.outputs["X"].retractions > 0 and rep.outputs["X"].retractions == output.retractions
+    assert repeated == settled and repeated_settled == settled
     assert [t["i"] for t in settled] == list(range(len(settled)))
     assert len(settled) + info["component"]["ordering"]["late"] == sent
     assert settled == sorted(settled, key=lambda t: (t["ts"], t["sid"] != 4))
