@@ -75,6 +75,7 @@ bench: $(STAMP) chromium
 	$(BIN)/pan bench floor --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench chaos --write docs/benchmarks.md
 	$(BIN)/pan bench ordering-modes --write docs/ordering.md
+	$(BIN)/pan bench speculation --write docs/benchmarks.md
 	$(BIN)/pan bench dashboard --write docs/benchmarks.md
 	$(BIN)/pan bench policies --out docs/policies.json
 

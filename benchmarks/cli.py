@@ -38,6 +38,7 @@ BENCHMARKS: dict[str, str] = {
     "floor": "benchmarks.floor_bench",
     "chaos": "benchmarks.chaos",
     "ordering-modes": "benchmarks.ordering_modes",
+    "speculation": "benchmarks.speculation",
     "policies": "benchmarks.policies",
     "ingest": "benchmarks.ingest_bench",
     "dashboard": "benchmarks.dashboard_bench",

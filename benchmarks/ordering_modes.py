@@ -40,6 +40,8 @@ WORKFLOWS = {"watermark": ROOT / "workflows" / "full_game_3_peers.json",
              "max": ROOT / "workflows" / "full_game_3_peers_max.json"}
 IMPAIR = ROOT / "workflows" / "impair_outages.json"
 SAMPLE_S = 0.2
+#: Counters of a speculative unit sampled beside K and clk (`pan bench speculation`).
+SPECULATION_COUNTERS = ("premature", "replays", "replayed_events", "snapshot_bytes_peak", "fallbacks")
 DONE_TIMEOUT_S = 600.0
 #: What the benchmark records: one result (recording all ~450 streams would load the machine more than the
 #: workflow does; late events are counted by the units themselves).
@@ -110,6 +112,8 @@ async def sample_units(workflow: Any, samples: dict[str, list[dict[str, Any]]], 
                 "t": round(time.monotonic() - started, 3), "clk": unit["clk"], "k": unit["k"],
                 "pushed": unit["pushed"], "late": unit["late"], "released": unit["released"],
                 "buffered": unit["buffered"], "ended": unit.get("ended_inputs", 0),
+                # speculative units only (pan/speculation.py): 0 for a buffering unit
+                **{key: unit.get("speculation", {}).get(key, 0) for key in SPECULATION_COUNTERS},
             })
 
     timeout = aiohttp.ClientTimeout(total=5)

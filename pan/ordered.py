@@ -40,7 +40,7 @@ from pan.ordering import (
 from pan.snapshots import ComponentSnapshots
 from pan.specs import WorkerSpec
 from pan.speculation import SpeculationSettings, SpeculativeUnit, validate_ordering_object
-from pan.streams import Tuple
+from pan.streams import OutputStream, Tuple
 
 READ_BATCH = 2000
 RECHECK_S = 0.1  # every input is looked at this often even without a wake-up (a safety net, no decision)
@@ -316,8 +316,22 @@ class OrderedComponent(Component):
             if ended:
                 progress = dataclasses.replace(progress, wm=END_OF_STREAM)
             elif limit is not None:
-                progress = dataclasses.replace(progress, wm=self.watermark(name, limit))
+                wm = self._settled_watermark(output, self.watermark(name, limit))
+                progress = dataclasses.replace(progress, wm=wm)
             output.publish(progress)
+
+    def _settled_watermark(self, output: OutputStream, wm: int) -> int:
+        """Behind a speculative unit, ``wm`` below every tuple the output has not settled yet.
+
+        The component's watermark counts what it has processed, prematurely too; downstream takes it as a
+        promise about the settled view. A tuple emitted during speculation (e.g. a time slot closed by
+        ``on_release_point``, which a replay does not repeat) can be withdrawn and emitted again, and settles
+        only with the events processed before it: a watermark past it would make it late downstream.
+        """
+        if self.snapshots is None:
+            return wm
+        pending = output.unsettled_min_ts()
+        return wm if pending is None or pending > wm else pending - 1
 
     def on_release_point(self, limit: int) -> None:
         """Every input event with ``ts <= limit`` has been processed (called after each release, before the

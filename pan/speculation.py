@@ -44,6 +44,9 @@ ORDERING_OBJECT_KEYS = ("mode", "alpha", "max_snapshot_bytes", "input_view")
 INPUT_VIEWS = ("raw", "settled")
 DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 AUTO = "auto"
+#: In the unit's list of snapshots: an entry emitted in the same call as the one before it, whose restore point is
+#: the snapshot at the start of that batch (``SpeculativeUnit._rewind``).
+_SAME: Any = object()
 
 
 @dataclass(frozen=True)
@@ -180,8 +183,13 @@ class SpeculativeUnit:
 
     The buffer holds every event that is not settled yet, sorted by (ts, stream
     position, arrival), the buffering unit's order. ``self._aep`` counts the
-    emitted entries at its front; each of them has the component's snapshot from
-    just before it was processed. Two consecutive equal snapshots are one object.
+    emitted entries at its front. The events emitted by one call go to the component
+    in one batch, with one snapshot of its state before the batch (the first entry's;
+    the others are ``_SAME``): a state copy per event costs as much as the work itself
+    for a component with a large state (heat maps), and a batch keeps the component's
+    array paths. An event landing inside a batch replays from the batch's start; what
+    is emitted again unchanged withdraws nothing (``OutputStream.replay_from``). Two
+    consecutive equal snapshots are one object.
     """
 
     def __init__(
@@ -207,7 +215,10 @@ class SpeculativeUnit:
         self._pos = {s: i for i, s in enumerate(self.streams)}
         self._keys: list[tuple[int, int, int]] = []
         self._events: list[dict] = []
-        self._snaps: list[bytes | None] = []  # per emitted entry: the state before it
+        self._snaps: list[Any] = []  # bytes, _SAME or None, per emitted entry: the state before its batch (None: final)
+        #: Settled events processed after the front entry's snapshot, before it (its batch's settled start):
+        #: a restore to that snapshot processes them again first.
+        self._front_prefix: list[dict] = []
         self._aep = 0
         self._seq = 0
         self._held: dict[int, list[Any]] = {}  # id(snapshot) -> [snapshot, references]
@@ -286,7 +297,7 @@ class SpeculativeUnit:
     @property
     def oldest_snapshot(self) -> bytes | None:
         """The snapshot a replay could go back to furthest (None: nothing emitted is unsettled)."""
-        return next((snap for snap in self._snaps if snap is not None), None)
+        return next((snap for snap in self._snaps if snap is not None and snap is not _SAME), None)
 
     @property
     def late_count(self) -> int:
@@ -424,15 +435,28 @@ class SpeculativeUnit:
     # ------------------------------------------------------------------ internals
 
     def _rewind(self, to: int, cause: int) -> None:
-        """Restore the state from before entry ``to`` and mark it and everything after as not emitted."""
-        snap = self._snaps[to]
-        if snap is None:  # pragma: no cover - every emitted, unsettled entry has one
+        """Restore the state from before entry ``to`` and mark it and everything after as not emitted.
+
+        The snapshot is that of ``to``'s batch: the batch's events before ``to`` are processed again (they keep
+        the batch's snapshot), and so are the front batch's settled events before it (``_front_prefix``).
+        """
+        start = to
+        while start > 0 and self._snaps[start] is _SAME:
+            start -= 1
+        snap = self._snaps[start]
+        if snap is None or snap is _SAME:  # pragma: no cover - every emitted, unsettled batch has one
             raise AssertionError("speculative buffer: emitted entry without a snapshot")
         self.target.restore(snap)
+        if start == 0 and self._front_prefix:  # final events: processed again, no snapshot needed
+            self.target.process(self._front_prefix)
+            if to == 0:  # the next batch's snapshot is taken after them
+                self._front_prefix = []
+        if start < to:
+            self.target.process(self._events[start:to])
         self.replays += 1
         self.input_replays[cause] += 1
         self.restores += 1
-        self.replayed_events += self._aep - to
+        self.replayed_events += self._aep - start
         for s in self._snaps[to:]:
             self._release_snapshot(s)
         del self._snaps[to:]
@@ -450,14 +474,30 @@ class SpeculativeUnit:
                 self.target.process(self._events[self._aep : n])
                 self._snaps.extend([None] * (n - self._aep))
                 self._aep = n
-            for s in self._snaps[:n]:
-                self._release_snapshot(s)
-            del self._keys[:n], self._events[:n], self._snaps[:n]
-            self._aep -= n
+            self._settle_front(n)
         if released.late and self.settings.late_policy == "deliver":
             self.target.process(list(released.late))
         self._emit(everything or self.inner.ended)
         return Released(events=settled, late=released.late)
+
+    def _settle_front(self, n: int) -> None:
+        """The first ``n`` entries are settled: they leave the buffer with their snapshots. If a batch goes on
+        after them, its snapshot moves to the new front, with its settled events kept to process again."""
+        if n < len(self._snaps) and self._snaps[n] is _SAME:
+            start = n
+            while start > 0 and self._snaps[start] is _SAME:
+                start -= 1
+            snap = self._snaps[start]
+            assert snap is not None and snap is not _SAME
+            self._held[id(snap)][1] += 1
+            self._snaps[n] = snap
+            self._front_prefix = (self._front_prefix if start == 0 else []) + self._events[start:n]
+        else:
+            self._front_prefix = []
+        for s in self._snaps[:n]:
+            self._release_snapshot(s)
+        del self._keys[:n], self._events[:n], self._snaps[:n]
+        self._aep -= n
 
     def _drop_overtaken(self, settled: list[dict]) -> None:
         """Raw events the settling unit has passed before they were final leave the buffer (they come back
@@ -499,25 +539,25 @@ class SpeculativeUnit:
             self._snaps.extend([None] * (stop - self._aep))
             self._aep = stop
             return
-        cap = self.speculation.max_snapshot_bytes
-        while self._aep < stop:
-            snap = self._take_snapshot()
-            if self.snapshot_bytes > cap:  # over the cap: stop speculating until settling frees memory
-                self._release_snapshot(snap)
-                if not self.capped:
-                    self.capped = True
-                    self.fallbacks += 1
-                return
-            self.capped = False
-            self._snaps.append(snap)
-            self.premature += 1
-            self.target.process([self._events[self._aep]])
-            self._aep += 1
+        snap = self._take_snapshot()
+        if self.snapshot_bytes > self.speculation.max_snapshot_bytes:  # stop speculating until settling frees
+            self._release_snapshot(snap)
+            if not self.capped:
+                self.capped = True
+                self.fallbacks += 1
+            return
+        self.capped = False
+        count = stop - self._aep
+        self._snaps.append(snap)
+        self._snaps.extend([_SAME] * (count - 1))
+        self.premature += count
+        self.target.process(self._events[self._aep : stop])
+        self._aep = stop
 
     def _take_snapshot(self) -> bytes:
         snap = self.target.snapshot()
         self.snapshots_taken += 1
-        prev = self._snaps[-1] if self._snaps else None
+        prev = next((s for s in reversed(self._snaps) if s is not _SAME), None)
         if prev is not None and prev == snap:  # the state did not change: share the previous copy
             snap = prev
             self.snapshots_shared += 1
@@ -531,7 +571,7 @@ class SpeculativeUnit:
         return snap
 
     def _release_snapshot(self, snap: bytes | None) -> None:
-        if snap is None:
+        if snap is None or snap is _SAME:
             return
         entry = self._held[id(snap)]
         entry[1] -= 1

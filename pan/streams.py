@@ -352,6 +352,24 @@ class OutputStream:
             self.settled = index
             self.buffer.poke()
 
+    def unsettled_min_ts(self) -> int | None:
+        """The smallest ``ts`` of the tuples after the settled prefix (None: none, or every tuple is final).
+
+        A speculative producer's watermark is a promise about the settled view: it must stay below
+        every tuple that may still settle (or be withdrawn and emitted again) under it.
+        """
+        if self.settled is None:
+            return None
+        smallest: int | None = None
+        for index in range(max(self.settled + 1, self.buffer.first), self.buffer.next_index):
+            encoded = self.buffer.at(index)
+            if encoded is None:
+                continue
+            ts = orjson.loads(encoded).get("ts")
+            if type(ts) is int and (smallest is None or ts < smallest):
+                smallest = ts
+        return smallest
+
     def retract_notice(self, generation: int) -> dict[str, int] | None:
         """What a raw reader that has seen ``generation`` must drop: every tuple after ``after`` (None: nothing).
 

@@ -105,22 +105,46 @@ class Counter:
             self.n += event.get("count", 0)
 
 
-def test_consecutive_equal_snapshots_share_storage() -> None:
+def test_one_snapshot_per_emitted_batch_and_equal_snapshots_share_storage() -> None:
     target = Counter()
     unit = SpeculativeUnit(OrderingSettings(clock=("A",), lam=0, initial_k=100, window=1000), ["A", "B"], target,
                            SpeculationSettings(alpha=0))
     unit.push("B", [{"ts": 950 + i} for i in range(10)])
-    unit.push("A", [{"ts": 1000}])  # alpha 0: all eleven emitted at once, none settled (K 100)
+    unit.push("A", [{"ts": 1000}])  # alpha 0: all eleven emitted at once, in one batch; none settled (K 100)
     assert unit.emitted_unsettled == 11
-    assert unit.snapshots_taken == 11 and unit.snapshots_shared == 10
+    assert unit.snapshots_taken == 1 and unit.premature == 11
     one = len(target.snapshot())
-    assert unit.snapshot_bytes == one  # eleven references, one copy
+    assert unit.snapshot_bytes == one
+    for ts in (1001, 1002, 1003):  # one more event per call: a snapshot each, equal to the one before
+        unit.push("A", [{"ts": ts}])
+    assert unit.snapshots_taken == 4 and unit.snapshots_shared == 3
+    assert unit.snapshot_bytes == one  # four references, one copy
     unit.push("B", [{"ts": 970, "count": 1}, {"ts": 990, "count": 1}])
-    # 970 lands in front of the AEP, so the tail from there is replayed with new snapshots; the state
-    # changes after 970 and after 990, so three distinct copies are held.
-    assert unit.replays == 1
-    assert unit.snapshot_bytes == 3 * one
+    # 970 lands inside the first batch: the unit restores the state before that batch and replays everything
+    # emitted since, with the new events, as one batch (one new snapshot).
+    assert unit.replays == 1 and unit.replayed_events == 14
+    assert unit.snapshots_taken == 5 and unit.snapshot_bytes == one
     assert target.n == 2
+
+
+def test_a_replay_inside_a_partly_settled_batch_processes_its_settled_start_again() -> None:
+    """The front batch's first events settle while the rest may still be replayed: the batch's snapshot stays,
+    and a restore to it processes the settled ones again before the replay."""
+    detector = Detector()
+    unit = SpeculativeUnit(OrderingSettings(clock=("A",), lam=0, initial_k=10, max_k=10, window=1000),
+                           ["A", "B"], detector, SpeculationSettings(alpha=0))
+    unit.push("B", [{"ts": t, "n": f"B{t}"} for t in (100, 105, 113)])
+    unit.push("A", [{"ts": 114, "n": "A114"}])  # B100 settles; alpha 0: B105, B113, A114 emitted as one batch
+    assert detector.state == ["B100", "B105", "B113", "A114"]
+    released = unit.push("A", [{"ts": 120, "n": "A120"}])  # settles ts < 120 - 10: B105
+    assert [e["n"] for e in released.events] == ["B105"]
+    detector.log = []
+    unit.push("B", [{"ts": 107, "n": "B107"}])  # in front of B113, inside the batch whose start settled
+    assert detector.log[:3] == [("restore", "B100"), ("emit", "B105"), ("emit", "B107")]  # from the batch's start
+    assert detector.state == ["B100", "B105", "B107", "B113", "A114", "A120"]
+    assert unit.replays == 1
+    assert unit.flush().late == []
+    assert detector.state == ["B100", "B105", "B107", "B113", "A114", "A120"]
 
 
 def test_snapshot_cap_falls_back_to_buffering_and_resumes() -> None:
@@ -129,16 +153,16 @@ def test_snapshot_cap_falls_back_to_buffering_and_resumes() -> None:
     spec = SpeculationSettings(alpha=0, max_snapshot_bytes=3 * one)
     settings = OrderingSettings(clock=("A",), lam=0, initial_k=100, max_k=100, window=1000)  # K stays 100
     unit = SpeculativeUnit(settings, ["A", "B"], target, spec)
-    unit.push("A", [{"ts": 1000}])
-    unit.push("B", [{"ts": 901 + i, "count": 1} for i in range(10)])  # every state differs
+    for ts in (1000, 1001, 1002, 1003, 1004):  # one batch per call, every state differs
+        unit.push("A", [{"ts": ts, "count": 1}])
     assert unit.emitted_unsettled == 3 and unit.capped and unit.fallbacks == 1
     assert unit.snapshot_bytes <= spec.max_snapshot_bytes
     assert target.n == 3  # the rest waits, as in a buffering unit
-    unit.push("A", [{"ts": 1050}])  # settles ts < 950: frees the snapshots, speculation resumes
-    assert not unit.capped
-    assert target.n == 10
+    unit.push("A", [{"ts": 1150, "count": 1}])  # settles ts < 1050: frees the snapshots, speculation resumes
+    assert not unit.capped and unit.emitted_unsettled == 1
+    assert target.n == 6
     unit.flush()
-    assert target.n == 10 and unit.buffered == 0 and unit.snapshot_bytes == 0
+    assert target.n == 6 and unit.buffered == 0 and unit.snapshot_bytes == 0
 
 
 def disordered(seed: int, streams: list[str], n: int) -> list[tuple[str, list[dict]]]:

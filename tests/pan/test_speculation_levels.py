@@ -139,7 +139,9 @@ async def test_a_retraction_cascades_only_as_far_as_the_output_changes(
         assert level2["replays"] == level2["inputs"]["replays"]["X"] == 1  # exactly once per retraction
         assert speculative["Y_out"]["retractions"] == 1  # and level 2's output changed too
     else:
-        assert speculative["X_out"]["retractions"] == 0 and speculative["X_out"]["replayed_same"] == 3
+        # The replay starts at the batch that held the late row's place: at least the three tuples after it
+        # come again, all unchanged.
+        assert speculative["X_out"]["retractions"] == 0 and speculative["X_out"]["replayed_same"] >= 3
         assert level2["inputs"]["retractions_received"]["X"] == 0
         assert level2["replays"] == 0 and speculative["Y_out"]["retractions"] == 0
     assert level2["inputs"]["replays"][f"SENSOR{C}"] == 0
