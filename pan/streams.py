@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right
+from collections import deque
 from itertools import repeat
 from typing import Any
 
@@ -48,6 +49,26 @@ def encode(record: Tuple) -> bytes:
 
 WM_POKE_INTERVAL_S = 0.005  # a moving watermark wakes (meta-waiting) long polls at most 200 times a second,
 WM_QUIET_S = 0.01  # and only once the stream has appended nothing for this long: busy streams carry wm in their data
+
+
+_TS_KEY = b',"ts":'
+
+
+def _ts_of(encoded: bytes | None) -> int | None:
+    """The ``ts`` of an encoded tuple: read off the bytes where it follows ``i`` (as ``append`` and the heat
+    maps write it), else decoded."""
+    if encoded is None:
+        return None
+    at = encoded.find(_TS_KEY, 0, 32)
+    if at > 0:
+        end = at + len(_TS_KEY)
+        stop = end
+        while stop < len(encoded) and encoded[stop] in b"-0123456789":
+            stop += 1
+        if stop > end and encoded[stop : stop + 1] in (b",", b"}"):
+            return int(encoded[end:stop])
+    ts = orjson.loads(encoded).get("ts")
+    return ts if type(ts) is int else None
 
 
 def _within_page_bytes(items: list[bytes]) -> list[bytes]:
@@ -101,6 +122,10 @@ class OutputStream:
         #: byte for byte equal to those held keep their place; the first that differs withdraws the rest.
         self._replay_next: int | None = None
         self.replayed_same = 0  # tuples a replay emitted again unchanged (no retraction needed for them)
+        #: ``unsettled_min_ts``: (index, ts) of the unsettled tuples that can still be the smallest ts (a sliding
+        #: window minimum: ts rises along it), and the newest index looked at.
+        self._pending: deque[tuple[int, int]] = deque()
+        self._pending_scanned = -1
         self.served_tuples = 0
         self.requests = 0
         self._name_json = orjson.dumps(name)
@@ -290,6 +315,7 @@ class OutputStream:
             raise ValueError(f"{self.name}: cannot withdraw settled tuples (after {after}, settled {self.settled})")
         self.retracted_tuples += self.buffer.next_index - after - 1
         self.buffer.truncate_after(after)
+        self._forget_pending()
         gone = len(self._sizes) - self._sizes_start - len(self.buffer)
         if gone > 0:
             self.held_bytes -= sum(self._sizes[-gone:])
@@ -356,19 +382,30 @@ class OutputStream:
         """The smallest ``ts`` of the tuples after the settled prefix (None: none, or every tuple is final).
 
         A speculative producer's watermark is a promise about the settled view: it must stay below
-        every tuple that may still settle (or be withdrawn and emitted again) under it.
+        every tuple that may still settle (or be withdrawn and emitted again) under it. Each tuple is
+        looked at once (``_pending``), so asking after every release costs little.
         """
         if self.settled is None:
             return None
-        smallest: int | None = None
-        for index in range(max(self.settled + 1, self.buffer.first), self.buffer.next_index):
-            encoded = self.buffer.at(index)
-            if encoded is None:
+        pending = self._pending
+        last = self.buffer.next_index - 1
+        for index in range(max(self._pending_scanned + 1, self.settled + 1, self.buffer.first), last + 1):
+            ts = _ts_of(self.buffer.at(index))
+            if ts is None:
                 continue
-            ts = orjson.loads(encoded).get("ts")
-            if type(ts) is int and (smallest is None or ts < smallest):
-                smallest = ts
-        return smallest
+            while pending and pending[-1][1] >= ts:
+                pending.pop()
+            pending.append((index, ts))
+        self._pending_scanned = max(self._pending_scanned, last)
+        while pending and pending[0][0] <= self.settled:
+            pending.popleft()
+        return pending[0][1] if pending else None
+
+    def _forget_pending(self) -> None:
+        """Tuples were withdrawn: ``unsettled_min_ts`` looks at every unsettled tuple afresh (one it dropped
+        because a withdrawn tuple had a smaller ts may be the smallest again)."""
+        self._pending.clear()
+        self._pending_scanned = -1
 
     def retract_notice(self, generation: int) -> dict[str, int] | None:
         """What a raw reader that has seen ``generation`` must drop: every tuple after ``after`` (None: nothing).
@@ -386,6 +423,7 @@ class OutputStream:
     def reset(self, progress: StreamProgress) -> None:
         """Start over with new indices, e.g. because the original producer restarted."""
         self.buffer.reset(0)
+        self._forget_pending()
         self._sizes.clear()
         self._sizes_start = self.held_bytes = 0
         self._set_progress(progress)

@@ -10,6 +10,7 @@ import pytest
 
 from pan.ordering import OrderingSettings, OrderingUnit
 from pan.speculation import SpeculationSettings, SpeculativeUnit, validate_ordering_object
+from pan.streams import OutputStream
 
 
 class Detector:
@@ -382,3 +383,24 @@ def test_flush_takes_a_raw_inputs_unsettled_events_as_final() -> None:
     released = unit.flush()
     assert [e["n"] for e in released.events] == ["X10", "C20", "X30"] == detector.state
     assert unit.buffered == 0 and unit.metrics()["speculation"]["inputs"]["unsettled"] == {"X": 0}
+
+
+def test_unsettled_min_ts_follows_appends_settling_and_retractions() -> None:
+    """What a speculative worker's watermark must stay below: the smallest ts after the settled prefix."""
+    out = OutputStream("X", 100)
+    out.extend([{"ts": t} for t in (10, 30, 20, 40)])
+    assert out.unsettled_min_ts() is None  # not speculative: every tuple is final
+    out.settle(-1)
+    assert out.unsettled_min_ts() == 10
+    out.settle(0)
+    assert out.unsettled_min_ts() == 20  # 30 is unsettled too, but 20 comes after it with a smaller ts
+    out.settle(2)
+    assert out.unsettled_min_ts() == 40
+    out.extend_encoded([b'{"i":4,"ts":35,"cells":[1,2]}'])  # encoded by the component (the heat maps do)
+    assert out.unsettled_min_ts() == 35
+    out.rewind(3)  # 35 withdrawn
+    assert out.unsettled_min_ts() == 40
+    out.extend([{"ts": 50}, {"ts": 5}])  # its replacements
+    assert out.unsettled_min_ts() == 5
+    out.settle(out.next_index - 1)
+    assert out.unsettled_min_ts() is None
