@@ -391,8 +391,9 @@ def report(summary: dict[str, Any], machine: dict[str, Any]) -> str:
         "",
         f"{summary['date']}. {common.machine_line(machine)}",
         f"Command: `{summary['command']}`. {config['match_s']:.0f} s of play (the first half of a generated match) "
-        f"replayed in real time with `{config['impair']}` into `{config['workflow']}` (one ordered worker per "
-        f"peer process), {config['reps']} replays per mode, interleaved. Every ordered worker runs in watermark "
+        f"replayed in real time with `{config['impair']}` into `{config['workflow']}` (a worker's CPU is its peer "
+        f"process's, shared evenly by the ordered workers on that peer), {config['reps']} replays per mode, "
+        "interleaved. Every ordered worker runs in watermark "
         f"mode with a K floor of {config['min_k_ms']:g} ms (above the profile's disorder, so no event is late "
         "and the settled outputs must be equal); the speculative modes set `\"ordering\": {\"mode\": "
         "\"speculative\", \"alpha\": ...}` on every one of them and read their inputs raw.",
