@@ -55,8 +55,8 @@ _TS_KEY = b',"ts":'
 
 
 def _ts_of(encoded: bytes | None) -> int | None:
-    """The ``ts`` of an encoded tuple: read off the bytes where it follows ``i`` (as ``append`` and the heat
-    maps write it), else decoded."""
+    """The ``ts`` of an encoded tuple: read off the bytes where it follows ``i`` (as ``append`` and components
+    that encode their own tuples write it), else decoded."""
     if encoded is None:
         return None
     at = encoded.find(_TS_KEY, 0, 32)
