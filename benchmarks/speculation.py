@@ -208,6 +208,7 @@ async def replay_once(workflow_path: Path, data: Path, work: Path, impair: Path,
         "snapshot_bytes_peak": {w: sampler.last(w, "snapshot_bytes_peak") for w in workers},
         "alpha": {w: [(s["t"], s["alpha"]) for s in ss] for w, ss in sampler.samples.items()},
         "missed": result.missed,
+        "record": str(work / "record"),
     }
 
 
@@ -229,7 +230,8 @@ def common_load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def recorded(record: Path) -> dict[str, bytes]:
+def recorded(record: str | Path) -> dict[str, bytes]:
+    record = Path(record)
     return {name: (record / f"{name}.jsonl").read_bytes() if (record / f"{name}.jsonl").exists() else b""
             for name in CHECKED}
 
@@ -276,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
     reps = 1 if args.quick else args.reps
     params = {"clock_mode": "watermark", "min_k": int(args.min_k_ms * PS_PER_MS)}
     runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    references: dict[int, dict[str, bytes]] = {}
     with tempfile.TemporaryDirectory(prefix="pan-speculation-") as tmp:
         work = Path(tmp)
         data = prepare_data(args, work)
@@ -284,9 +287,9 @@ def run(args: argparse.Namespace) -> int:
             for n, (mode, ordering) in enumerate(MODES.items()):  # interleaved: load drifts hit every mode alike
                 run_dir = work / f"mode{n}-{rep}"
                 run_dir.mkdir()
-                one = eventloop.run(replay_once(with_ordering(args.workflow, run_dir, ordering, params), data,
-                                                run_dir, args.impair))
-                mine, reference = recorded(run_dir / "record"), recorded(work / f"mode0-{rep}" / "record")
+                one = replay_retrying(args.workflow, run_dir, ordering, params, data, args.impair)
+                mine = recorded(one.pop("record"))
+                reference = references.setdefault(rep, mine)  # the buffering replay comes first in each rep
                 one["settled_equal"] = mine == reference
                 one["settled_differ"] = [name for name in CHECKED if mine[name] != reference[name]]
                 one["settled_tuples"] = sum(v.count(b"\n") for v in mine.values())
@@ -297,8 +300,8 @@ def run(args: argparse.Namespace) -> int:
                       f"load {one['load_start'][0]} -> {one['load_end'][0]}", file=sys.stderr, flush=True)
         hog_dir = work / "hog"
         hog_dir.mkdir()
-        hog = eventloop.run(replay_once(with_ordering(args.workflow, hog_dir, MODES["alpha auto"], params), data,
-                                        hog_dir, args.impair, hog_after_s=match_s / 2))
+        hog = replay_retrying(args.workflow, hog_dir, MODES["alpha auto"], params, data, args.impair,
+                              hog_after_s=match_s / 2)
     summary = {**common.run_header("speculation"),
                "config": {"workflow": Path(args.workflow).name, "impair": Path(args.impair).name, "reps": reps,
                           "min_k_ms": args.min_k_ms, "match_s": match_s, "checked": CHECKED,
@@ -310,6 +313,26 @@ def run(args: argparse.Namespace) -> int:
     common.publish(summary, args.write, SECTION, lambda: report(summary, machine),
                    lambda png: plot(summary["hog"], png))
     return 0
+
+
+def replay_retrying(workflow: Path, run_dir: Path, ordering: dict[str, Any] | None, params: dict[str, Any],
+                    data: Path, impair: Path, hog_after_s: float | None = None, attempts: int = 3) -> dict[str, Any]:
+    """``replay_once`` on fresh free ports, again if the workflow could not start (a port taken meanwhile by
+    another program, or peers too slow to register on a loaded machine)."""
+    from pan.repository_client import PublishersMissing
+    from pan_debs.simulator.replay import WorkflowStopped
+
+    for attempt in range(attempts):
+        work = run_dir / f"attempt-{attempt}"
+        work.mkdir()
+        try:
+            return eventloop.run(replay_once(with_ordering(workflow, work, ordering, params), data, work, impair,
+                                             hog_after_s=hog_after_s))
+        except (WorkflowStopped, PublishersMissing) as exc:
+            if attempt == attempts - 1:
+                raise
+            print(f"replay did not run ({exc}); again on other ports", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
 
 
 def match_seconds(data: Path) -> float:
