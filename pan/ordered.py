@@ -305,6 +305,8 @@ class OrderedComponent(Component):
         limit = self.unit.release_limit
         if limit is not None:
             self.on_release_point(limit)
+            if self.snapshots is not None:  # what it emitted is final once nothing can be replayed (the end)
+                self.snapshots.settle(self.unit.oldest_snapshot)  # type: ignore[union-attr]
         now = time.monotonic()
         k_grew = self.unit.k > self._published_k
         if not force and not k_grew and now - self._meta_at < META_INTERVAL_S:

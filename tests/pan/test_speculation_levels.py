@@ -153,3 +153,44 @@ async def test_a_retraction_cascades_only_as_far_as_the_output_changes(
     kept = len(A_MS) + len(B_MS) + changes_level_1
     assert len(buffering["X"]) == kept and len(buffering["Y"]) == kept + len(C_MS)
     assert [t["ts"] for t in buffering["Y"]] == sorted(t["ts"] for t in buffering["Y"])
+
+
+@register
+class SlotCloser(OrderedComponent):
+    """Test-only: emits, at each release point, one tuple per 100 ts slot it has passed (as time-slot queries do)."""
+
+    type_name = "test_slot_closer"
+    own_params: ClassVar[tuple[str, ...]] = ("output",)
+    state_attributes: ClassVar[tuple[str, ...] | None] = ("closed", "newest")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.closed = 0
+        self.newest = -1
+
+    @classmethod
+    def main_outputs(cls, spec: WorkerSpec) -> list[str]:
+        return [spec.params["output"]]
+
+    def process(self, events: list[dict[str, Any]]) -> None:
+        self.newest = max([self.newest, *(e["ts"] for e in events)])
+
+    def on_release_point(self, limit: int) -> None:
+        while (self.closed + 1) * 100 <= min(limit, self.newest) + 1:
+            self.closed += 1
+            self.ctx.outputs[self.params["output"]].append({"ts": self.closed * 100})
+
+
+def test_what_a_release_point_emits_at_the_end_is_settled() -> None:
+    """Tuples emitted by ``on_release_point`` after the unit's last settling must not stay unsettled: the
+    settled view (and every reader of it) would wait for them forever."""
+    from pan.testing import build_component
+
+    component = build_component("test_slot_closer", {"output": "S", "clock_mode": "watermark", "min_k": 50},
+                                ["A"], ordering={"mode": "speculative", "alpha": 0})
+    assert isinstance(component, OrderedComponent)
+    component.feed("A", [{"ts": t} for t in range(0, 1001, 10)])  # the slot ending at 1000 closes at the end
+    component.finish()
+    out = component.ctx.outputs["S"]
+    assert out.next_index == 10 and component.unit.ended  # slots ending at 100 ... 1000
+    assert out.settled == out.next_index - 1
