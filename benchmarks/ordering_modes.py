@@ -309,6 +309,11 @@ def late_near_and_far(run: Run, worker: str, affected: list[tuple[float, float]]
     return tuple(n / d if d else float("nan") for n, d in (near, far))  # type: ignore[return-value]
 
 
+def all_outages(windows_by_stream: dict[str, list[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """Every outage window of the profile, of any stream, once each."""
+    return sorted({w for ws in windows_by_stream.values() for w in ws})
+
+
 def affected_outages(run: Run, worker: str,
                      windows_by_stream: dict[str, list[tuple[float, float]]]) -> list[tuple[float, float]]:
     """The outage windows of the unit's input streams (the profile's default kind stands for other sensors)."""
@@ -325,7 +330,7 @@ def recoveries(run: Run, windows_by_stream: dict[str, list[tuple[float, float]]]
     Outages the run did not reach are skipped. Each carries the run's noise:
     the same measurement at quiet points (``noise_ratio``).
     """
-    every_outage = sorted({w for ws in windows_by_stream.values() for w in ws})
+    every_outage = all_outages(windows_by_stream)
     out = []
     for worker in run.inputs:
         for start, end in affected_outages(run, worker, windows_by_stream):

@@ -109,7 +109,8 @@ LOG_TAIL_LINES = 15
 
 
 def log_name(child: str) -> str:
-    """The log file of a child (``peer p1`` -> ``peer-p1.log``)."""
+    """The log file of a child (``peer p1`` -> ``peer-p1.log``, ``repository 127.0.0.1:8080`` ->
+    ``repository-127.0.0.1:8080.log``)."""
     return child.replace(" ", "-") + ".log"
 
 
@@ -161,9 +162,11 @@ class Launcher:
         for repo in repositories_to_start(self.workflow):
             replicas = [f"--replica={r.address}" for r in repositories if r is not repo]
             allowed = [f"--allow-host={h}" for h in sorted(self.workflow.allowed_hosts or ())]
-            self._spawn("repository", ["repository", "--host", repo.host, "--port", str(repo.port), *replicas,
-                                       *allowed, *secret_arguments(self.workflow.auth),
-                                       *tls_arguments(self.workflow.tls, repo.host)], repository=repo)
+            # One log per repository: replicas on this machine must not write into one file.
+            name = "repository" if len(repositories) == 1 else f"repository {repo.address}"
+            self._spawn(name, ["repository", "--host", repo.host, "--port", str(repo.port), *replicas,
+                               *allowed, *secret_arguments(self.workflow.auth),
+                               *tls_arguments(self.workflow.tls, repo.host)], repository=repo)
             self._wait_for_repository(repo, tls)
         for peer in self.peers:
             self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer])
@@ -283,8 +286,8 @@ class Launcher:
     def stop(self) -> None:
         """Peers first (they unpublish), then the repository."""
         for group in (
-            [c for c in self.children if c.name != "repository"],
-            [c for c in self.children if c.name == "repository"],
+            [c for c in self.children if c.repository is None],
+            [c for c in self.children if c.repository is not None],
         ):
             for child in group:
                 if child.process.poll() is None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pan import console
-from pan.ingest import DEFAULT_PROMISE_AHEAD_MS, END_OF_STREAM, promise_line, send_lines
+from pan.ingest import DEFAULT_IDLE_AFTER_MS, DEFAULT_PROMISE_AHEAD_MS, END_OF_STREAM, promise_line, send_lines
 from pan.specs import Workflow, ingest_port, inter_pan_inputs
 from pan_debs.simulator.clock import LocalTime, TimeProvider
 from pan_debs.simulator.debs import HALF1, HALF2
@@ -65,6 +65,10 @@ UNPACED_SLICE_PS = 50 * 10**9  # unpaced sensors advance together in 50 ms slice
 #: A silent sensor's promise stays this far (event time) within the newest row sent to its receiver,
 #: half the receivers' default ``promise_ahead_ms`` (rows on other connections may still be on their way).
 PROMISE_AHEAD_PS = DEFAULT_PROMISE_AHEAD_MS * 10**9 // 2
+#: A silent sensor whose promise cannot move (its next row is not due yet) says it again after this much
+#: wall time: its receiver must not take it for idle and promise for it, which races its next rows. Well
+#: below the receivers' default ``idle_after_ms``.
+PROMISE_REPEAT_S = DEFAULT_IDLE_AFTER_MS / 1000 / 5
 
 
 class SimulateError(Exception):
@@ -361,6 +365,7 @@ class SensorRunner:
         #: The newest ts sent to each receiver (shared by the runners): promises stay close to it.
         self.frontier = frontier if frontier is not None else {}
         self._promised: int | None = None
+        self._heard_at = 0.0  # monotonic time of the last row or promise sent (see PROMISE_REPEAT_S)
         self._sent_in_round = False
 
     def _stopped(self) -> bool:
@@ -441,7 +446,8 @@ class SensorRunner:
         held or queued one), at most ``limit_ts`` (the replay's current event
         time, so that it never runs ahead of the other sensors) and within
         ``PROMISE_AHEAD_PS`` of the newest row sent to its receiver. A sensor
-        whose link is down (an outage) says nothing, like a real one.
+        whose link is down (an outage) says nothing, like a real one. One with
+        nothing new to promise repeats itself every ``PROMISE_REPEAT_S``.
         """
         if self._sent_in_round or self.gave_up or not self.link.connected:
             return
@@ -457,12 +463,14 @@ class SensorRunner:
             held = self.imp.oldest_unsent_ts()
             if held is not None:
                 bound = min(bound, held)
-        if (self._promised is not None and bound <= self._promised) or (
-            self.stats.last_ts is not None and bound <= self.stats.last_ts
-        ):
+        said = max((t for t in (self._promised, self.stats.last_ts) if t is not None), default=None)
+        # With nothing new to promise, ``bound`` (still true) is said again now and then: the receiver must
+        # hear that this sensor is there.
+        if said is not None and bound <= said and time.monotonic() - self._heard_at < PROMISE_REPEAT_S:
             return
         if await self.link.send(promise_line(self.stream, bound) + b"\n"):
-            self._promised = bound
+            self._promised = bound if self._promised is None else max(self._promised, bound)
+            self._heard_at = time.monotonic()
             self.stats.promises += 1
 
     async def _send_end(self) -> None:
@@ -510,6 +518,7 @@ class SensorRunner:
             self.stats.lost_disconnected += len(ts)  # unknown how much arrived: the receiver went away
             return
         self.stats.sent += len(ts)
+        self._heard_at = time.monotonic()
         newest = max(ts)
         if self.stats.last_ts is None or newest > self.stats.last_ts:
             self.stats.last_ts = newest

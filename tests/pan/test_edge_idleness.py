@@ -221,15 +221,17 @@ async def test_a_stopped_upstream_process_is_waited_for(
 # --- the simulator promises for its silent sensors ------------------------------------------------------
 
 
+@pytest.mark.parametrize("silent_from_s", [1, 0], ids=["gap", "late_start"])
 async def test_the_simulator_promises_for_a_sensor_silent_in_event_time(
-    repository: RepositoryServer, workers: WorkerGroup, tmp_path: Path
+    repository: RepositoryServer, workers: WorkerGroup, tmp_path: Path, silent_from_s: int
 ) -> None:
-    """A 3 s gap in the ball's data (like the real file's first-half gap): the output goes on during the gap.
+    """A 3 s gap in the ball's data (like the real file's first-half gap), or a ball that comes into play
+    only after 4 s: the output goes on while the ball sends nothing.
 
     The forwarder's own idle timer is set far beyond the run, so only the simulator's promises can move
-    the watermark past the ball while it sends nothing.
+    the watermark past the ball while it sends nothing, also before its first row.
     """
-    ball = [t for t in rate_rows(T0, 5.0, 2000) if not T0 + PS <= t < T0 + 4 * PS]
+    ball = [t for t in rate_rows(T0, 5.0, 2000) if not T0 + silent_from_s * PS <= t < T0 + 4 * PS]
     data = write_split(tmp_path / "split", {4: ball, 13: rate_rows(T0 + 1, 5.0, 200)})
     workflow = make_workflow(repository.port, [
         forwarder("F", ["SENSOR4", "SENSOR13"], buffer_size=20_000, params={"idle_after_ms": 600_000}),
@@ -247,7 +249,7 @@ async def test_the_simulator_promises_for_a_sensor_silent_in_event_time(
     try:
         await wait_until(released_in_gap, timeout_s=30)
         ball_sent = fwd.outputs["SENSOR4"].buffer.read(-1, latest=1).items
-        assert orjson.loads(ball_sent[0])["ts"] < T0 + 4 * PS  # the ball is still in its gap
+        assert not ball_sent or orjson.loads(ball_sent[0])["ts"] < T0 + 4 * PS  # the ball is still silent
     finally:
         summary = await feed
     assert summary.streams["SENSOR4"].promises > 0 and summary.streams["SENSOR4"].ended

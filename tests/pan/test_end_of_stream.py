@@ -16,13 +16,14 @@ import orjson
 import pytest
 
 from pan.ingest import END_OF_STREAM
+from pan.ordering import OrderingSettings
 from pan.repository import RepositoryServer
 from pan.specs import WorkflowError
 from pan.worker import Worker
 from pan_debs.simulator.impair import ImpairProfile
 from pan_debs.simulator.simulate import SimulateOptions, simulate
 from tests.conftest import HOST, WorkerGroup, forwarder, free_port, get_json, make_workflow, wait_until
-from tests.simulator.test_simulate import PS, T0, rate_rows, write_split
+from tests.simulator.test_simulate import T0, rate_rows, write_split
 
 SECONDS = 3.0
 #: Two outages of the ball sensor (event seconds after the first row): its connection is closed at the
@@ -86,12 +87,14 @@ async def test_a_sensor_that_reconnects_resumes_its_stream(
     assert counters["promises_refused"] == {} and counters["idle_declared"] == 0
 
     # Max mode: the end flushes it too, and K stays far below max_k (10 s), where an end taken as
-    # progress used to push it. Every row is accounted for: released in order or counted late. How many
-    # come late depends on how the machine schedules the reconnecting sender (it was 0-66 of 11,000 rows
-    # at load 1-20), so that share is measured by `pan bench ordering-modes`, not bounded here.
+    # progress used to push it. K itself follows the machine's scheduling delays (it reached 809 ms at
+    # load 12-19, where a bound of 500 ms failed), so only a K near max_k is blamed on the end. Every row
+    # is accounted for: released in order or counted late. How many come late depends on how the machine
+    # schedules the reconnecting sender (it was 0-66 of 11,000 rows at load 1-20), so that share is
+    # measured by `pan bench ordering-modes`, not bounded here.
     await wait_until(lambda: all_in(maxmode), timeout_s=30)
     info = await ordering_of(maxmode)
-    assert info["k"] < PS // 2
+    assert info["k"] < OrderingSettings().max_k // 2
     assert info["released"] + info["late"] == sent
     merged = rows_of(maxmode, "XM")
     assert merged == sorted(merged, key=lambda r: (r[0], r[1] != 4))

@@ -212,6 +212,25 @@ async def test_fail_fast_goes_on_while_another_of_the_workflows_repositories_ans
     assert not await survivable(ended("repository", ports[0]))  # no repository answers
 
 
+@pytest.mark.process
+def test_each_repository_a_launcher_starts_writes_its_own_log_and_stops(tmp_path: Path) -> None:
+    ports = free_ports(2)
+    workflow = parse_workflow(two_repositories(ports, [forwarder("F", STREAMS, peer="p1")]))
+    launcher = Launcher(tmp_path / "workflow.json", workflow, log_dir=tmp_path / "logs")
+    try:
+        launcher.start()  # returns once both repositories answer
+        names = {c.name for c in launcher.children if c.repository is not None}
+        assert names == {f"repository {HOST}:{port}" for port in ports}, names
+        processes = [c.process for c in launcher.children]
+    finally:
+        launcher.stop()
+    assert all(p.poll() is not None for p in processes)
+    for port in ports:  # one log each, and each the log of its own repository
+        log = (tmp_path / "logs" / f"repository-{HOST}:{port}.log").read_text()
+        listening = [line for line in log.splitlines() if "listening on" in line]
+        assert len(listening) == 1 and (listening[0] + " ").find(f"listening on {HOST}:{port} ") >= 0, log
+
+
 # --- allowed hosts (issue 14, build item 5) ------------------------------------------------------
 
 
