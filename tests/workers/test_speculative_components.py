@@ -35,6 +35,10 @@ pytestmark = [pytest.mark.process, pytest.mark.timeout(1800)]
 
 WORKFLOW = ROOT / "workflows" / "full_game_3_peers.json"
 STEP_PS = 100 * 10**9  # 100 ms of event time per step
+#: Room per stream: the readers hold what they have not read (nothing is overwritten), so this only has to
+#: be more than a few steps' tuples. A ring preallocates its slots: 10**7 for each of a heat map's 32
+#: outputs took 2.5 GB per component.
+BUFFER_SIZE = 10**5
 #: What ``OrderedComponent.__init__`` sets: the middleware's, not the component's state.
 BASE_ATTRIBUTES = {
     "ctx", "params", "unit", "late_output", "snapshots", "_wake", "_dirty", "_cursors", "_arrivals", "_meta_at",
@@ -107,6 +111,7 @@ def feed(component: OrderedComponent, inputs: dict[str, list[dict[str, Any]]], s
         for t in reader.new():
             digests[name].update(orjson.dumps(t))
         out[name] = digests[name].hexdigest()
+        assert reader.missed == 0, f"{name}: {reader.missed} tuples overwritten before they were read"
     return out
 
 
@@ -141,7 +146,7 @@ def test_speculative_outputs_equal_buffering(worker: str, streams: dict[str, lis
     results = {}
     components = {}
     for mode, ordering in (("buffering", None), ("speculative", {"mode": "speculative", "alpha": 0})):
-        component = build_component(spec.type, params, inputs_of, buffer_size=10**7, ordering=ordering)
+        component = build_component(spec.type, params, inputs_of, buffer_size=BUFFER_SIZE, ordering=ordering)
         assert isinstance(component, OrderedComponent)
         inputs = {name: streams.get(name, []) for name in component.ctx.inputs}
         assert any(inputs.values()), f"{worker}: no input"
