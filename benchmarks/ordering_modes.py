@@ -371,15 +371,16 @@ def first_half(game: Path, out: Path) -> Path:
     return plain_split(game, out, until_ts=HALF1[1])
 
 
-def prepare_data(args: argparse.Namespace, work: Path) -> Path:
-    """A split folder: given, or the first half of a generated realistic match."""
+def prepare_data(args: argparse.Namespace, work: Path, quick_s: float = 20) -> Path:
+    """A split folder: given, or the first half of a generated realistic match (``quick_s`` of play with
+    ``--quick``, else ``--minutes``)."""
     if args.data is not None:
         from benchmarks.query_delay import given_split
 
         return given_split(Path(args.data))
     from pan_debs.simulator.realistic import generate
 
-    generate(work / "game", 2 * (20 / 60 if args.quick else args.minutes), seed=2013)
+    generate(work / "game", 2 * (quick_s / 60 if args.quick else args.minutes), seed=2013)
     return first_half(work / "game", work / "split")
 
 

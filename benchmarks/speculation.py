@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
+from benchmarks.ordering_modes import prepare_data
 from pan import eventloop
 
 HELP = "query delay, CPU, snapshot bytes and replays of buffering vs speculative (alpha 1/3, auto) units"
@@ -253,19 +254,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "its plot goes to img/ beside it")
 
 
-def prepare_data(args: argparse.Namespace, work: Path) -> Path:
-    """A split folder: given, or the first half of a generated realistic match."""
-    if args.data is not None:
-        from benchmarks.query_delay import given_split
-
-        return given_split(Path(args.data))
-    from benchmarks.ordering_modes import first_half
-    from pan_debs.simulator.realistic import generate
-
-    generate(work / "game", 2 * (10 / 60 if args.quick else args.minutes), seed=2013)
-    return first_half(work / "game", work / "split")
-
-
 def run(args: argparse.Namespace) -> int:
     if args.reps < 1 or args.min_k_ms < 0:
         print("pan bench speculation: --reps must be >= 1 and --min-k-ms >= 0", file=sys.stderr)
@@ -281,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
     references: dict[int, dict[str, bytes]] = {}
     with tempfile.TemporaryDirectory(prefix="pan-speculation-") as tmp:
         work = Path(tmp)
-        data = prepare_data(args, work)
+        data = prepare_data(args, work, quick_s=10)
         match_s = match_seconds(data)
         for rep in range(reps):
             for n, (mode, ordering) in enumerate(MODES.items()):  # interleaved: load drifts hit every mode alike

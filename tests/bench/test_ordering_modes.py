@@ -46,13 +46,18 @@ MIN_K_PS = 300 * 10**9  # watermark mode: covers the profile's disorder inside o
 MAX_LATE_FRACTION = 0.005
 
 
+def first_half_match(factory: pytest.TempPathFactory, name: str, minutes: float, seed: int) -> dict[str, Path]:
+    """The first half of a generated match of ``minutes``, one sorted file per sensor, and its folder."""
+    root = factory.mktemp(name)
+    subprocess.run([sys.executable, "-m", "pan", "generate", "--minutes", str(minutes), "--seed", str(seed),
+                    "--out", str(root / "game")], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    return {"split": om.first_half(root / "game", root / "split"), "tmp": root}
+
+
 @pytest.fixture(scope="module")
 def match(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The first half (1 minute of play) of a generated match, one sorted file per sensor."""
-    root = tmp_path_factory.mktemp("outages")
-    subprocess.run([sys.executable, "-m", "pan", "generate", "--minutes", "2", "--seed", "21", "--out",
-                    str(root / "game")], cwd=ROOT, check=True, capture_output=True, timeout=300)
-    return {"split": om.first_half(root / "game", root / "split"), "tmp": root}
+    """The first half (1 minute of play) of a generated match."""
+    return first_half_match(tmp_path_factory, "outages", 2, 21)
 
 
 def sent_rows_only(split: Path, send_log: Path, out: Path) -> Path:

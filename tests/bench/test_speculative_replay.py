@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,7 @@ import pytest
 
 from benchmarks import ordering_modes as om
 from benchmarks.speculation import with_ordering
-from tests.bench.test_ordering_modes import MIN_K_PS, outputs, sent_rows_only, span
+from tests.bench.test_ordering_modes import MIN_K_PS, first_half_match, outputs, sent_rows_only, span
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -43,11 +41,8 @@ PARAMS = {"clock_mode": "watermark", "min_k": MIN_K_PS}
 
 @pytest.fixture(scope="module")
 def match(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The first half (15 s of play) of a generated match, one sorted file per sensor."""
-    root = tmp_path_factory.mktemp("speculative")
-    subprocess.run([sys.executable, "-m", "pan", "generate", "--minutes", "0.5", "--seed", "17", "--out",
-                    str(root / "game")], cwd=ROOT, check=True, capture_output=True, timeout=300)
-    return {"split": om.first_half(root / "game", root / "split"), "tmp": root}
+    """The first half (15 s of play) of a generated match."""
+    return first_half_match(tmp_path_factory, "speculative", 0.5, 17)
 
 
 def sent(send_log: Path) -> set[tuple[str, int]]:
