@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
-from benchmarks.ordering_modes import prepare_data
+from benchmarks.ordering_modes import prepare_data, spread
+from benchmarks.query_delay import load_avg
 from pan import eventloop
 
 HELP = "query delay, CPU, snapshot bytes and replays of buffering vs speculative (alpha 1/3, auto) units"
@@ -180,7 +181,7 @@ async def replay_once(workflow_path: Path, data: Path, work: Path, impair: Path,
         [sys.executable, "-m", "benchmarks.observer", "--repository", workflow.repository.address,
          "--out", str(arrivals), "--view", "raw", *DELAY_STREAMS], startup_s=30.0, grace_s=30.0,
     )
-    load_start = common_load()
+    load_start = load_avg()
     started = time.monotonic()
     try:
         async with observer:
@@ -198,7 +199,7 @@ async def replay_once(workflow_path: Path, data: Path, work: Path, impair: Path,
         "elapsed_s": round(elapsed, 2),
         "replay_elapsed_s": round(result.elapsed_s, 2),
         "load_start": load_start,
-        "load_end": common_load(),
+        "load_end": load_avg(),
         "streams": {stream: common.summarize_ms(values) for stream, values in measured.items()},
         "client_retractions": client_retractions,
         "replays": sum(sampler.last(w, "replays") for w in workers),
@@ -225,10 +226,6 @@ async def stop_hogs(hogs: list[asyncio.subprocess.Process]) -> None:
         with contextlib.suppress(ProcessLookupError):
             hog.kill()
         await asyncio.wait_for(hog.wait(), 10)
-
-
-def common_load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def recorded(record: str | Path) -> dict[str, bytes]:
@@ -332,12 +329,6 @@ def match_seconds(data: Path) -> float:
     last = max(int(line.split(b",", 2)[1]) for p in data.glob("SENSOR*.csv")
                for line in p.read_bytes().splitlines()[-1:] if line)
     return 0.0 if first is None else (last - first) / 10**12
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    vals = [v for v in values if v is not None and v == v]
-    return {"median": common.median(vals), "min": min(vals, default=float("nan")),
-            "max": max(vals, default=float("nan"))}
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
