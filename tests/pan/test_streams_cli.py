@@ -52,14 +52,21 @@ async def test_pan_streams_lists_a_running_workflow_and_subscribe_names_what_exi
         await client.wait_for_publishers(["SENSOR4"], 120, publishers=2)
         await client.wait_for_publishers(["SENSOR8"], 120)
 
+    sampled = asyncio.Event()
+
     async def feed() -> None:
-        for n in range(40):
+        # Until `pan streams` has taken both samples (on a loaded machine starting it alone can take seconds),
+        # 10 rows at a time, so that the forwarder's ring (10,000 tuples) still holds index 0 below.
+        n = 0
+        while not sampled.is_set() and n < 900:
             await send_lines(HOST, specs[0]["params"]["ingest_port"],
-                             [sensor_row(4, n * 100 + k).encode() for k in range(100)], timeout_s=30)
+                             [sensor_row(4, n * 10 + k).encode() for k in range(10)], timeout_s=30)
+            n += 1
             await asyncio.sleep(0.05)
 
     feeding = asyncio.create_task(feed())
     code, out, err = await pan("streams", "--workflow", str(path), "--json", "--interval", "1")
+    sampled.set()
     await feeding
     assert code == 0, err
     listed = orjson.loads(out)["streams"]
