@@ -236,9 +236,13 @@ class OrderedComponent(Component):
             # of that is in the unit (a slow pull is waited for, never overtaken), and after this round's
             # data of every input, so that a promise does not release what another input just brought.
             for name in caught_up:
-                upstream_wm = self.ctx.inputs[name].progress.wm
-                if upstream_wm is not None and self._cursors[name].caught_up:
-                    self._handle(self.unit.promise(name, upstream_wm))
+                if not self._cursors[name].caught_up:
+                    continue
+                upstream = self.ctx.inputs[name].progress
+                if upstream.wm is not None:
+                    self._handle(self.unit.promise(name, upstream.wm))
+                if upstream.raw_wm is not None and isinstance(self.unit, SpeculativeUnit):
+                    self._handle(self.unit.raw_promise(name, upstream.raw_wm))
             now = time.monotonic()
             busy += time.perf_counter() - work_start
             if now - span_start >= ALPHA_SPAN_S:  # alpha "auto": the share of the span spent working
@@ -314,13 +318,27 @@ class OrderedComponent(Component):
         self._meta_at, self._published_k = now, self.unit.k
         progress = self.unit.progress()
         ended = self.unit.ended  # every input ended and everything is processed: so do the outputs
+        emitted = self._emitted_limit()
         for name, output in self.ctx.outputs.items():
             if ended:
-                progress = dataclasses.replace(progress, wm=END_OF_STREAM)
+                progress = dataclasses.replace(progress, wm=END_OF_STREAM,
+                                               raw_wm=END_OF_STREAM if self.snapshots is not None else None)
             elif limit is not None:
                 wm = self._settled_watermark(output, self.watermark(name, limit))
-                progress = dataclasses.replace(progress, wm=wm)
+                raw_wm = None if emitted is None else max(wm, self.watermark(name, emitted))
+                progress = dataclasses.replace(progress, wm=wm, raw_wm=raw_wm)
             output.publish(progress)
+
+    def _emitted_limit(self) -> int | None:
+        """Behind a speculative unit: how far input has reached the component, prematurely too (None:
+        buffering, or a component that emits on release points, which only settled input moves).
+
+        The outputs' ``raw_wm`` follows from it, so that a speculative reader of the raw view can speculate
+        past a quiet output (a detector's rare hits) as far as this worker did, not only as far as it settled.
+        """
+        if self.snapshots is None or type(self).on_release_point is not OrderedComponent.on_release_point:
+            return None
+        return self.unit.emitted_limit  # type: ignore[union-attr]
 
     def _settled_watermark(self, output: OutputStream, wm: int) -> int:
         """Behind a speculative unit, ``wm`` below every tuple the output has not settled yet.

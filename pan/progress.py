@@ -6,7 +6,10 @@ Every `/data` answer carries it as the JSON object ``meta``:
 * ``k``: the producer's lateness bound K (ps), which downstream ordering units react to;
 * ``clk``: the producer's clock (``null`` before its first clock tick);
 * ``late``: how many late events the producer counted;
-* ``wm``: a watermark, the promise that no older ``ts`` follows (``END_OF_STREAM`` ends the stream).
+* ``wm``: a watermark, the promise that no older ``ts`` follows (``END_OF_STREAM`` ends the stream);
+* ``raw_wm``: a speculative producer's raw watermark: no older ``ts`` follows in its raw view except
+  through a retraction. Only speculative readers of the raw view use it (to speculate further ahead);
+  ``wm`` stays the promise about what is final.
 
 ``StreamProgress`` is that object as a typed, immutable value, so no module spells the
 keys. A producer's meta is not trusted: a value of the wrong type (``"k": "x"``, ``"wm": true``,
@@ -38,6 +41,7 @@ _CHECKS = {
     "clk": _is_int,
     "late": _is_int,
     "wm": _is_int,
+    "raw_wm": _is_int,
 }
 
 
@@ -50,6 +54,7 @@ class StreamProgress:
     clk: int | None = None
     late: int | None = None
     wm: int | None = None
+    raw_wm: int | None = None
     #: What the typed fields cannot hold, as received: unknown keys and malformed values of known ones.
     other: tuple[tuple[str, Any], ...] = ()
 
@@ -97,17 +102,21 @@ class StreamProgress:
         return StreamProgress.from_json({**self.to_json(), **newer.to_json()})
 
     def without_watermark(self) -> StreamProgress:
-        """The same progress with no ``wm`` at all (a stream that goes on after its end after all)."""
-        other = tuple((key, value) for key, value in self.other if key != "wm")
-        return StreamProgress(self.epoch, self.k, self.clk, self.late, None, other)
+        """The same progress with no ``wm`` nor ``raw_wm`` at all (a stream that goes on after its end after all)."""
+        other = tuple((key, value) for key, value in self.other if key not in ("wm", "raw_wm"))
+        return StreamProgress(self.epoch, self.k, self.clk, self.late, None, None, other)
 
     def k_grew_from(self, old: StreamProgress) -> bool:
         """``k`` is larger than ``old``'s (an absent K counts as 0): downstream must hear it at once."""
         return self.k is not None and self.k > (old.k or 0)
 
     def wm_moved_from(self, old: StreamProgress) -> bool:
-        """``wm`` is ahead of ``old``'s: downstream units may release more."""
-        return self.wm is not None and self.wm > (_NO_WATERMARK if old.wm is None else old.wm)
+        """``wm`` or ``raw_wm`` is ahead of ``old``'s: downstream units may release or speculate more."""
+        return _ahead(self.wm, old.wm) or _ahead(self.raw_wm, old.raw_wm)
+
+
+def _ahead(new: int | None, old: int | None) -> bool:
+    return new is not None and new > (_NO_WATERMARK if old is None else old)
 
 
 EMPTY = StreamProgress()

@@ -47,6 +47,34 @@ INPUT_VIEWS = ("raw", "settled")
 DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 AUTO = "auto"
 SMALL_BATCH = 32  # up to this many events a batch is inserted one by one, more are merged as slices
+#: A buffer entry's sort key is one int, ``ts``, input position and arrival number packed (``_key``): ints
+#: compare several times faster than tuples, and a busy unit bisects its buffer once per event.
+_SEQ_BITS = 40
+_POS_BITS = 16
+_TS_SHIFT = _SEQ_BITS + _POS_BITS
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
+
+
+def _key(ts: int, pos: int, seq: int) -> int:
+    """The sort key of (ts, input position, arrival number); ``seq`` wraps after 2^40 events of one unit."""
+    return (ts << _TS_SHIFT) | (pos << _SEQ_BITS) | (seq & _SEQ_MASK)
+
+
+def _last_key(ts: int, pos: int | None = None) -> int:
+    """The largest key of ``ts`` (of input ``pos``, or of any input): a bound for ``bisect_right``."""
+    if pos is None:
+        return ((ts + 1) << _TS_SHIFT) - 1
+    return (ts << _TS_SHIFT) | (pos << _SEQ_BITS) | _SEQ_MASK
+
+
+def _ts(key: int) -> int:
+    return key >> _TS_SHIFT
+
+
+def _pos(key: int) -> int:
+    return (key >> _SEQ_BITS) & ((1 << _POS_BITS) - 1)
+
+
 #: In the unit's list of snapshots: an entry emitted in the same call as the one before it, whose restore point is
 #: the snapshot at the start of that batch (``SpeculativeUnit._rewind``).
 _SAME: Any = object()
@@ -205,6 +233,8 @@ class SpeculativeUnit:
     ) -> None:
         """``raw_streams``: inputs read in their producer's raw view (a speculative producer's unsettled
         tuples too, and its retractions, ``retract``); ``upstream_settled`` says which of them are final."""
+        if len(streams) >= 1 << _POS_BITS:
+            raise ValueError(f"a speculative unit takes fewer than {1 << _POS_BITS} inputs, got {len(streams)}")
         self.inner = _SettlingUnit(settings, streams)
         self.settings = settings
         self.streams = self.inner.streams
@@ -216,7 +246,7 @@ class SpeculativeUnit:
         self.controller: AlphaController | None = AlphaController() if alpha == AUTO else None
         self._watermark = settings.clock_mode == "watermark"
         self._pos = {s: i for i, s in enumerate(self.streams)}
-        self._keys: list[tuple[int, int, int]] = []
+        self._keys: list[int] = []  # ``_key``s, sorted
         self._events: list[dict] = []
         self._snaps: list[Any] = []  # bytes, _SAME or None, per emitted entry: the state before its batch (None: final)
         #: Settled events processed after the front entry's snapshot, before it (its batch's settled start):
@@ -242,6 +272,12 @@ class SpeculativeUnit:
         self._upstream_settled: list[int | None] = [None] * n
         self._unsettled: list[list[dict]] = [[] for _ in range(n)]
         self._unsettled_max: list[int | None] = [None] * n
+        #: Per raw input: its producer's raw watermark (``raw_promise``), how far its raw view has come.
+        self._raw_promised: list[int | None] = [None] * n
+        #: Per input: how far its raw view has come (the larger of the two above), and how many are known.
+        self._raw_seen: list[int | None] = [None] * n
+        self._raw_seen_count = 0
+        self._alpha_k: tuple[int, int] | None = None  # (K, alpha*K rounded as the emission rule needs it)
         self.retractions_received = [0] * n  # retract notices that withdrew events this unit held
         self.withdrawn_events = [0] * n
         self.input_replays = [0] * n  # replays, by the input whose event (or retraction) caused them
@@ -258,6 +294,7 @@ class SpeculativeUnit:
         if not 0 <= value <= 1:
             raise ValueError(f"alpha must be in [0, 1], got {value}")
         self._alpha = value
+        self._alpha_k = None
 
     def adapt(self, busy: float) -> None:
         """``alpha: "auto"``: the share of the last span the component worked; moves alpha (Algorithm 3)."""
@@ -338,6 +375,7 @@ class SpeculativeUnit:
             top = max(ev["ts"] for ev in rest)
             current = self._unsettled_max[pos]
             self._unsettled_max[pos] = top if current is None or top > current else current
+            self._note_raw(pos)
         if final:
             released.extend(self.inner.push(stream, final))
         return self._after(released)
@@ -351,6 +389,18 @@ class SpeculativeUnit:
         self._upstream_settled[pos] = index
         return self._after(self._settle_input(pos))
 
+    def raw_promise(self, stream: str, ts: int) -> Released:
+        """A raw input's producer says its raw view has no older ``ts`` to come but through a retraction
+        (its ``raw_wm``). Like a raw event, it counts for emission only, never for settling: a quiet input
+        (a detector's rare hits) then holds the emission back no further than its producer's speculation."""
+        pos = self._pos[stream]
+        current = self._raw_promised[pos]
+        if not self._raw[pos] or (current is not None and ts <= current):
+            return Released()
+        self._raw_promised[pos] = ts
+        self._note_raw(pos)
+        return self._after(Released())
+
     def retract(self, stream: str, after: int) -> Released:
         """A raw input's producer withdrew its tuples after index ``after`` (seed 002 §4.3).
 
@@ -360,6 +410,8 @@ class SpeculativeUnit:
         input next, and emitting before them would replay a second time.
         """
         pos = self._pos[stream]
+        self._raw_promised[pos] = None  # the producer's next meta says again how far its revised view has come
+        self._note_raw(pos)
         pending = self._unsettled[pos]
         keep = next((n for n, ev in enumerate(pending) if ev.get("i", -1) > after), len(pending))
         gone = pending[keep:]
@@ -367,6 +419,7 @@ class SpeculativeUnit:
             return Released()
         del pending[keep:]
         self._unsettled_max[pos] = max((ev["ts"] for ev in pending), default=None)
+        self._note_raw(pos)
         self.retractions_received[pos] += 1
         self.withdrawn_events[pos] += len(gone)
         ids = {id(ev) for ev in gone}
@@ -375,7 +428,7 @@ class SpeculativeUnit:
             # The replacements come no earlier than what is left of the input (it is in ts order): going back
             # that far now spares a second replay when one of them lands in front of what was emitted since.
             known = [ev["ts"] for ev in pending[-1:]] + [p for p in (self.inner.progress_of(pos),) if p is not None]
-            start = bisect_right(self._keys, (max(known), pos, math.inf)) if known else 0
+            start = bisect_right(self._keys, _last_key(max(known), pos)) if known else 0
             self._rewind(min(at[0], start), pos)
         for n in reversed(at):
             del self._keys[n], self._events[n]
@@ -395,18 +448,19 @@ class SpeculativeUnit:
         del pending[:cut]
         if not pending:
             self._unsettled_max[pos] = None
+            self._note_raw(pos)
         return self.inner.push(self.streams[pos], final)
 
     def _insert(self, pos: int, events: Sequence[dict]) -> None:
         """Sort a batch into the buffer; one landing in front of the AEP makes the unit restore and replay."""
         rts, rpos = self.inner.settled_key
-        fresh: list[tuple[tuple[int, int, int], dict]] = []
+        fresh: list[tuple[int, dict]] = []
         for ev in events:
             ts = ev["ts"]
             self._seq += 1
             if ts < rts or (ts == rts and pos < rpos):
                 continue  # behind what is settled: late, reported by the inner unit
-            fresh.append(((ts, pos, self._seq), ev))
+            fresh.append((_key(ts, pos, self._seq), ev))
         if not fresh:
             return
         fresh.sort(key=itemgetter(0))  # keys are unique (arrival numbers): events are never compared
@@ -430,7 +484,7 @@ class SpeculativeUnit:
         # One merge of the batch into the buffer's tail: a bisect per event and the runs between them copied
         # as slices (inserting event by event moves the tail once per event, and merging pair by pair in
         # Python costs the tail's length per call: each was most of a busy unit's time with 37 inputs).
-        tail_keys: list[tuple[int, int, int]] = []
+        tail_keys: list[int] = []
         tail_events: list[dict] = []
         prev = at
         for key, ev in fresh:
@@ -537,7 +591,7 @@ class SpeculativeUnit:
         if last + 1 != len(settled) + len(stray) or not stray:
             raise AssertionError("speculative buffer out of step with the buffering unit")
         if stray[0] < self._aep:
-            self._rewind(stray[0], self._keys[stray[0]][1])
+            self._rewind(stray[0], _pos(self._keys[stray[0]]))
         for n in reversed(stray):
             del self._keys[n], self._events[n]
 
@@ -546,23 +600,45 @@ class SpeculativeUnit:
 
         With raw inputs clk counts their unsettled events too: what is emitted early may depend on them.
         """
-        raw = any(m is not None for m in self._unsettled_max)
-        clk = self.inner.clock_with(self._unsettled_max) if raw else self.inner.clk
+        clk = self.inner.clock_with(self._raw_seen) if self._raw_seen_count else self.inner.clk
         if clk is None:
             return -math.inf
-        ak = self._alpha * self.inner.k
-        if self._watermark:
-            return clk - math.floor(ak) - 1
-        return clk - math.ceil(ak)
+        k = self.inner.k
+        if self._alpha_k is None or self._alpha_k[0] != k:  # K changes rarely: no Fraction product per event
+            ak = self._alpha * k
+            self._alpha_k = (k, math.floor(ak) + 1 if self._watermark else math.ceil(ak))
+        return clk - self._alpha_k[1]
+
+    def _note_raw(self, pos: int) -> None:
+        """A raw input's unsettled events or raw watermark changed: how far its raw view has come."""
+        top, promised = self._unsettled_max[pos], self._raw_promised[pos]
+        seen = top if promised is None or (top is not None and top >= promised) else promised
+        self._raw_seen_count += (seen is not None) - (self._raw_seen[pos] is not None)
+        self._raw_seen[pos] = seen
+
+    @property
+    def emitted_limit(self) -> int | None:
+        """Every event up to this ts has reached the component, prematurely or settled, and one that still
+        comes below it makes the unit replay: how far the component's raw output may be promised
+        (``raw_wm``). None: nothing yet."""
+        settled = self.inner.release_limit
+        if self.capped:
+            return settled
+        limit = self._emit_limit()
+        if self._aep < len(self._keys):
+            limit = min(limit, _ts(self._keys[self._aep]) - 1)
+        if limit == -math.inf or (settled is not None and limit <= settled):
+            return settled
+        return int(limit)
 
     def _emit(self, everything: bool) -> None:
         n = len(self._keys)
         if self._aep >= n:
             return
         limit = math.inf if everything else self._emit_limit()
-        if self._keys[self._aep][0] > limit:
+        if _ts(self._keys[self._aep]) > limit:
             return
-        stop = n if limit == math.inf else bisect_right(self._keys, (int(limit), math.inf, math.inf))
+        stop = n if limit == math.inf else bisect_right(self._keys, _last_key(int(limit)))
         if everything:  # the end: nothing can come any more, so nothing needs a snapshot
             self.target.process(self._events[self._aep : stop])
             self._snaps.extend([None] * (stop - self._aep))
@@ -637,6 +713,8 @@ class SpeculativeUnit:
                 "unsettled": {s: len(self._unsettled[p]) for s, p in self._pos.items() if self._raw[p]},
                 "upstream_settled": {s: i for s, i in zip(self.streams, self._upstream_settled, strict=True)
                                      if i is not None},
+                "raw_promised": {s: t for s, t in zip(self.streams, self._raw_promised, strict=True)
+                                 if t is not None},
             },
         }
         return out

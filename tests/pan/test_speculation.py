@@ -404,3 +404,34 @@ def test_unsettled_min_ts_follows_appends_settling_and_retractions() -> None:
     assert out.unsettled_min_ts() == 5
     out.settle(out.next_index - 1)
     assert out.unsettled_min_ts() is None
+
+
+def test_a_raw_inputs_raw_watermark_moves_emission_but_never_settling() -> None:
+    """A quiet raw input (a detector's rare hits) holds emission back only as far as its producer's
+    ``raw_wm``; an event that still comes below it (through a retraction) is a replay, and the settled
+    result is the buffering unit's."""
+    detector, unit = merge_target()
+    unit.upstream_settled("X", -1)
+    unit.push("C", [{"ts": t, "n": f"C{t}"} for t in (12, 22, 32, 42)])
+    assert detector.state == [] and unit.emitted_limit is None  # X has said nothing: no clock yet
+    unit.raw_promise("X", 35)
+    assert detector.state == ["C12", "C22", "C32"]  # strictly below min(35, 42)
+    assert unit.emitted_limit == 34 and unit.release_limit is None  # nothing settled (K 1000)
+    unit.raw_promise("X", 30)  # a raw watermark never goes back
+    assert unit.metrics()["speculation"]["inputs"]["raw_promised"] == {"X": 35}
+    unit.push("X", [{"ts": 20, "i": 0, "n": "X20"}])  # below what was emitted: replay from C22
+    assert detector.state == ["C12", "X20", "C22", "C32"] and unit.replays == 1
+    unit.retract("X", -1)  # X20 withdrawn: the promise goes with it until the producer says it again
+    assert unit.metrics()["speculation"]["inputs"]["raw_promised"] == {}
+    assert detector.state == [] and unit.replays == 2  # nothing of X is left: its replacements may come anywhere
+    unit.push("X", [{"ts": 25, "i": 0, "n": "X25"}])
+    unit.upstream_settled("X", None)
+    released = unit.promise("X", 2**62)
+    released.extend(unit.promise("C", 2**62))
+    reference = OrderingUnit(OrderingSettings(clock_mode="watermark", lam=0, min_k=1000, window=1000), ["X", "C"])
+    expected = reference.push("C", [{"ts": t, "n": f"C{t}"} for t in (12, 22, 32, 42)]).events
+    expected += reference.push("X", [{"ts": 25, "n": "X25"}]).events
+    for stream in ("X", "C"):
+        expected += reference.promise(stream, 2**62).events
+    assert detector.state == [e["n"] for e in expected] == ["C12", "C22", "X25", "C32", "C42"]
+    assert unit.buffered == 0 and unit.ended

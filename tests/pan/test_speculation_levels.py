@@ -1,7 +1,8 @@
 """Retraction across two speculative levels, on real workers (seed 002 §4.3.2, on-demand retraction).
 
 Level 1 is a speculative filter of two sensors (it drops rows marked with x = 999), level 2 a speculative
-merge of level 1's output, read raw, and a third sensor. Both run in watermark mode with K held at 1 s,
+merge of level 1's output, read raw, and a third sensor; level 1's raw watermark (``raw_wm``) lets level 2
+speculate past level 1's newest tuple. Both run in watermark mode with K held at 1 s,
 so nothing settles before the end and every event is emitted at once (alpha 0). Once both levels have
 emitted what they can, one row of the first sensor comes out of order:
 
@@ -91,9 +92,11 @@ async def run(repository: RepositoryServer, workers: WorkerGroup, speculative: b
         writer.write(b"".join(line + b"\n" for line in first))
         await writer.drain()
         if speculative:
-            # Level 1 emits X below min(A, B) = 50 ms; level 2 emits below min(X, C) = 45 ms.
+            # Level 1 emits X below min(A, B) = 50 ms and says so in X's raw watermark (raw_wm); level 2 emits
+            # below min(raw_wm, C), C42 included. Without raw_wm it would stop below X's newest tuple (B45).
             await wait_until(lambda: level1.outputs["X"].next_index == 8, timeout_s=60)
-            await wait_until(lambda: level2.outputs["Y"].next_index == 12, timeout_s=60)
+            await wait_until(lambda: level1.outputs["X"].progress.raw_wm == T0 + 50 * PS_PER_MS - 1, timeout_s=60)
+            await wait_until(lambda: level2.outputs["Y"].next_index == 13, timeout_s=60)
         before = {"L1": level1.component.unit.metrics(), "L2": level2.component.unit.metrics()}
         writer.write(rows(A, [LATE_MS], late_k)[0] + b"\n")
         for sid in (A, B, C):
