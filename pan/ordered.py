@@ -27,6 +27,7 @@ from typing import IO, Any, ClassVar
 from pan.catalog import register
 from pan.channel import Cursor
 from pan.component import Component, ComponentContext
+from pan.machine_cpu import MachineCpu
 from pan.ordering import (
     END_OF_STREAM,
     PARAM_KEYS,
@@ -39,7 +40,7 @@ from pan.ordering import (
 )
 from pan.snapshots import ComponentSnapshots
 from pan.specs import WorkerSpec
-from pan.speculation import SpeculationSettings, SpeculativeUnit, validate_ordering_object
+from pan.speculation import AUTO, SpeculationSettings, SpeculativeUnit, validate_ordering_object
 from pan.streams import OutputStream, Tuple
 
 READ_BATCH = 2000
@@ -162,6 +163,8 @@ class OrderedComponent(Component):
         late = self.late_stream(ctx.spec)
         self.late_output = ctx.outputs[late] if late else None
         self.snapshots: ComponentSnapshots | None = None
+        #: ``alpha: "auto"`` with ``cpu: "machine"``: the machine's busy CPU share, which the unit backs off from
+        self._machine_cpu: MachineCpu | None = None
         self.unit: OrderingUnit | SpeculativeUnit
         if self.speculative(ctx.spec):
             spec_outputs = {n: o for n, o in ctx.outputs.items() if o is not self.late_output}
@@ -169,6 +172,8 @@ class OrderedComponent(Component):
             speculation = SpeculationSettings.from_object(ctx.spec.ordering or {})
             raw = streams if self.reads_raw(ctx.spec) else []
             self.unit = SpeculativeUnit(settings, streams, self.snapshots, speculation, raw_streams=raw)
+            if speculation.alpha == AUTO and speculation.cpu == "machine":
+                self._machine_cpu = MachineCpu()
         else:
             self.unit = OrderingUnit(settings, streams)
         self._wake = asyncio.Event()
@@ -247,7 +252,7 @@ class OrderedComponent(Component):
             busy += time.perf_counter() - work_start
             if now - span_start >= ALPHA_SPAN_S:  # alpha "auto": the share of the span spent working
                 if isinstance(self.unit, SpeculativeUnit):
-                    self.unit.adapt(busy / (now - span_start))
+                    self.unit.adapt(self._busy_share(busy / (now - span_start)))
                 span_start, busy = now, 0.0
             if now >= next_check:
                 next_check = now + RECHECK_S
@@ -261,6 +266,11 @@ class OrderedComponent(Component):
                         await self._wake.wait()
             else:
                 await asyncio.sleep(0)  # let the pull tasks and HTTP handlers run
+
+    def _busy_share(self, working: float) -> float:
+        """What ``alpha: "auto"`` adapts to: the share of the span the component worked, or the machine's busy
+        CPU share if larger (``cpu: machine``): a starved component waits for input while every core is taken."""
+        return working if self._machine_cpu is None else max(working, self._machine_cpu.busy_share())
 
     def _raw_input(self, name: str, retracted: int | None) -> None:
         """A raw input: first what its producer withdrew, then how far it is final (before its new tuples)."""

@@ -40,10 +40,13 @@ from pan.progress import StreamProgress
 
 MODES = ("buffering", "speculative")
 #: Keys of a worker's ``ordering`` object (``{"mode": "speculative", "alpha": 0.33}``).
-ORDERING_OBJECT_KEYS = ("mode", "alpha", "max_snapshot_bytes", "input_view")
+ORDERING_OBJECT_KEYS = ("mode", "alpha", "max_snapshot_bytes", "input_view", "cpu")
 #: How a speculative unit reads its inputs: ``raw`` (default) takes a speculative producer's unsettled tuples
 #: and retractions, so gains add up across levels; ``settled`` only what no retraction can touch.
 INPUT_VIEWS = ("raw", "settled")
+#: What ``alpha: "auto"`` measures: ``machine`` (default), the larger of the component's share of working time
+#: and the machine's busy CPU share (pan/machine_cpu.py); ``component``, the component's share alone.
+CPU_SIGNALS = ("machine", "component")
 DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 AUTO = "auto"
 SMALL_BATCH = 32  # up to this many events a batch is inserted one by one, more are merged as slices
@@ -86,6 +89,7 @@ class SpeculationSettings:
 
     alpha: Fraction | str = Fraction(1)
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
+    cpu: str = "machine"
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> SpeculationSettings:
@@ -97,6 +101,7 @@ class SpeculationSettings:
         return cls(
             alpha=AUTO if alpha == AUTO else Fraction(alpha).limit_denominator(10**6),
             max_snapshot_bytes=obj.get("max_snapshot_bytes", DEFAULT_MAX_SNAPSHOT_BYTES),
+            cpu=obj.get("cpu", "machine"),
         )
 
 
@@ -122,6 +127,11 @@ def validate_ordering_object(obj: Any) -> list[str]:
             problems.append("ordering.input_view: only with mode speculative")
         elif obj["input_view"] not in INPUT_VIEWS:
             problems.append(f"ordering.input_view: must be one of {', '.join(INPUT_VIEWS)}, got {obj['input_view']!r}")
+    if "cpu" in obj:
+        if obj.get("alpha") != AUTO:
+            problems.append('ordering.cpu: only with alpha "auto"')
+        elif obj["cpu"] not in CPU_SIGNALS:
+            problems.append(f"ordering.cpu: must be one of {', '.join(CPU_SIGNALS)}, got {obj['cpu']!r}")
     if "max_snapshot_bytes" in obj:
         cap = obj["max_snapshot_bytes"]
         if not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0):
@@ -722,6 +732,7 @@ class SpeculativeUnit:
 
 __all__ = [
     "AUTO",
+    "CPU_SIGNALS",
     "INPUT_VIEWS",
     "MODES",
     "ORDERING_OBJECT_KEYS",

@@ -243,6 +243,9 @@ def test_ordering_object_is_checked() -> None:
     assert validate_ordering_object({"mode": "speculative", "input_view": "settled"}) == []
     assert any("ordering.input_view" in p for p in validate_ordering_object({"mode": "speculative", "input_view": "x"}))
     assert any("ordering.input_view" in p for p in validate_ordering_object({"input_view": "raw"}))
+    assert validate_ordering_object({"mode": "speculative", "alpha": "auto", "cpu": "component"}) == []
+    for wrong in ({"alpha": "auto", "cpu": 1}, {"alpha": 0.5, "cpu": "machine"}):
+        assert any("ordering.cpu" in p for p in validate_ordering_object({"mode": "speculative", **wrong}))
 
 
 def test_a_speculative_worker_reads_raw_unless_told_otherwise() -> None:
@@ -435,3 +438,34 @@ def test_a_raw_inputs_raw_watermark_moves_emission_but_never_settling() -> None:
         expected += reference.promise(stream, 2**62).events
     assert detector.state == [e["n"] for e in expected] == ["C12", "C22", "X25", "C32", "C42"]
     assert unit.buffered == 0 and unit.ended
+
+
+def test_machine_cpu_is_the_busy_share_since_the_previous_reading() -> None:
+    from pan.machine_cpu import MachineCpu
+
+    readings = iter([(10.0, 100.0), (19.0, 110.0), (19.0, 120.0), (19.0, 120.0)])
+    cpu = MachineCpu(lambda: next(readings))
+    assert cpu.known
+    assert cpu.busy_share() == pytest.approx(0.9)  # 9 of 10 s busy
+    assert cpu.busy_share() == 0.0  # idle
+    assert cpu.busy_share() == 0.0  # no time passed: nothing to say
+
+
+@pytest.mark.parametrize("signal", ["machine", "component"])
+def test_alpha_auto_backs_off_when_the_machine_is_busy_unless_told_to_watch_the_component(signal: str) -> None:
+    """A starved component works little while every core is taken: with ``cpu: machine`` (the default) the
+    machine's busy share counts too, so alpha goes back to 1 instead of halving."""
+    from pan.machine_cpu import MachineCpu
+    from pan.testing import build_component
+
+    component = build_component("merge", {"output": "X", "clock_mode": "watermark"}, ["A"],
+                                ordering={"mode": "speculative", "alpha": "auto", "cpu": signal})
+    if signal == "machine":
+        assert component._machine_cpu is not None
+        busy = iter([(0.0, 0.0), (0.95, 1.0), (1.9, 2.0)])  # every core 95% busy
+        component._machine_cpu = MachineCpu(lambda: next(busy))
+    else:
+        assert component._machine_cpu is None
+    for _ in range(2):
+        component.unit.adapt(component._busy_share(0.1))  # the component itself works 10% of the time
+    assert component.unit.alpha == (1 if signal == "machine" else Fraction(1, 4))
