@@ -33,7 +33,9 @@ log = logging.getLogger(__name__)
 
 GRACE_S = 10.0
 POLL_S = 0.2
-REPOSITORY_STARTUP_S = 15.0
+#: Time for the repository process to answer. A real error ends it at once (checked at every poll); a slow
+#: start does not: at load 10-13 on 2 cores one took more than the 15 s this used to be (a failed replay).
+REPOSITORY_STARTUP_S = 120.0
 
 
 def is_local_host(host: str) -> bool:
