@@ -57,7 +57,9 @@ PS = 10**12
 KINDS = {"replay": ("driver", "replay driver"), "run": ("launcher", "launcher (pan run)"),
          "repository": ("repository", "repository")}  # `pan COMMAND` -> (kind, name)
 LAYOUT_TITLES = {"by_peer": "as in the workflow", "by_worker": "one worker per process"}
-PROFILE_AFTER_S = 8.0  # py-spy attaches once start-up (Java-free, ~3 s) is over and the feed runs
+#: py-spy attaches this long after every producer of the workflow has registered: the driver feeds from then
+#: on (a fixed time from the start profiled the imports of a slow start instead, at load 10 and more).
+PROFILE_AFTER_S = 2.0
 #: Where a peer's time goes: (frame that roots the work, what it is), summed over the samples containing it.
 PROFILE_AREAS = (
     ("IngestServer._handle", "TCP ingest of sensor rows (forwarders)"),
@@ -73,8 +75,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-worker", action="store_true",
                    help="also replay a variant with every worker on its own peer (CPU per worker)")
     p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
-                   help=f"sample every peer with py-spy for SECONDS, starting {PROFILE_AFTER_S:g} s into the "
-                        "replay (as in the workflow only), and report where the time goes")
+                   help=f"sample every peer with py-spy for SECONDS, starting {PROFILE_AFTER_S:g} s after every "
+                        "producer has registered (as in the workflow only), and report where the time goes")
     p.add_argument("--floor-reps", type=int, default=3, metavar="N",
                    help="also run `pan bench floor` N times on the same data and report each replay's rows/s as a "
                         "fraction of its median (0: not)")
@@ -166,6 +168,18 @@ async def start_profiles(
     return recordings
 
 
+async def producers_registered(workflow_path: Path) -> float:
+    """Wait until every producer of the workflow has registered (the replay feeds from then on); monotonic time."""
+    from pan.repository_client import RepositoryClient
+    from pan.workflow import load_workflow
+    from pan_debs.simulator.replay import output_streams
+
+    workflow = load_workflow(workflow_path)
+    async with RepositoryClient((workflow.repository.host, workflow.repository.port), timeout_s=30) as repository:
+        await repository.wait_for_publishers(output_streams(workflow), 600, producers=1)
+    return time.monotonic()
+
+
 async def replay_with_cpu(
     workflow: Path, data: Path, work: Path, wire: str, profile_s: float = 0.0
 ) -> tuple[dict[str, Any], dict[tuple[str, str], float], float, pyspy.Profile | None]:
@@ -182,13 +196,15 @@ async def replay_with_cpu(
     recordings: list[pyspy.Recording] | None = None if profile_s > 0 else []
     started = time.monotonic()
     await child.start()
+    producers = asyncio.create_task(producers_registered(workflow)) if profile_s > 0 else None
     try:
         assert child.process is not None and child.process.stdout is not None
         stdout = asyncio.create_task(child.process.stdout.read())  # drained meanwhile: the summary is long
         root = psutil.Process(child.pid)
         while child.process.returncode is None:
             sample(root, seen, wire_of)
-            if recordings is None and time.monotonic() - started >= PROFILE_AFTER_S:
+            if recordings is None and producers is not None and producers.done() and not producers.exception() \
+                    and time.monotonic() - producers.result() >= PROFILE_AFTER_S:
                 recordings = await start_profiles(seen, work, profile_s)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(SAMPLE_S):
@@ -198,6 +214,9 @@ async def replay_with_cpu(
         if code not in (0, 1) or not out.strip():  # 1 = some recorder missed tuples: still a measurement
             raise RuntimeError(f"pan replay exited {code}: {child.stderr_tail()}")
     finally:
+        if producers is not None:
+            producers.cancel()
+            await asyncio.gather(producers, return_exceptions=True)
         await child.stop()
         for recording in recordings or []:
             await recording.wait(timeout_s=profile_s + 30)
