@@ -32,7 +32,7 @@ def test_speculation_quick_reports_every_mode_with_equal_settled_outputs(tmp_pat
             assert s["count"] == run["streams"][stream]["count"] > 0, (mode, stream)
             assert s["p50_ms_min"] <= s["p50_ms"] <= s["p50_ms_max"]
         assert set(summary["cpu_s"]) == ordered and all(c["median"] > 0 for c in summary["cpu_s"].values())
-        assert summary["late"] == 0
+        assert summary["late"] == 0 and run["late_by_worker"] == {}
     assert not any(results["modes"]["buffering"]["snapshot_bytes_peak"].values())
     assert any(results["modes"]["alpha 1/3"]["snapshot_bytes_peak"].values())
     assert results["runs"]["alpha 1/3"][0]["premature"] > 0
