@@ -170,13 +170,11 @@ async def start_profiles(
 
 async def producers_registered(workflow_path: Path) -> float:
     """Wait until every producer of the workflow has registered (the replay feeds from then on); monotonic time."""
-    from pan.repository_client import RepositoryClient
     from pan.workflow import load_workflow
-    from pan_debs.simulator.replay import output_streams
+    from pan_debs.simulator.replay import output_streams, wait_for_producers
 
     workflow = load_workflow(workflow_path)
-    async with RepositoryClient((workflow.repository.host, workflow.repository.port), timeout_s=30) as repository:
-        await repository.wait_for_publishers(output_streams(workflow), 600, producers=1)
+    await wait_for_producers(workflow, output_streams(workflow))
     return time.monotonic()
 
 

@@ -198,7 +198,8 @@ class Recorder:
             await self._session.close()
 
 
-async def _wait_for_producers(workflow: Workflow, streams: list[str]) -> None:
+async def wait_for_producers(workflow: Workflow, streams: list[str]) -> None:
+    """Until an original producer of every stream has registered (the feed may start then)."""
     trust = Trust.of(workflow)
     async with RepositoryClient((workflow.repository.host, workflow.repository.port), token=trust.token,
                                 tls=trust.client_tls()) as repository:
@@ -250,7 +251,7 @@ async def replay(
 
     async def run_through() -> Any:
         nonlocal watching
-        await _wait_for_producers(workflow, streams)
+        await wait_for_producers(workflow, streams)
         await recorder.start()
         await recorder.holding(STARTUP_TIMEOUT_S)
         if observer is not None:
