@@ -8,7 +8,7 @@ BENCH_DATA := .bench-data
 # Under CI the slowest tests are listed at the end, to keep an eye on the suite's time.
 PYTEST_ARGS ?= $(if $(CI),--durations=25)
 
-.PHONY: demo test lint bench clean java sshd chromium
+.PHONY: demo test test-heavy lint bench clean java sshd chromium
 
 # Spark 4 needs Java 17 or newer: install it from Debian when it is missing and we may.
 java:
@@ -45,6 +45,10 @@ demo: $(STAMP) java
 test: $(STAMP) java sshd chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The heavy tests, which CI leaves out: minutes-long replays and the benchmarks' acceptance runs (about an hour).
+test-heavy: $(STAMP) java sshd chromium
+	PAN_HEAVY=1 $(BIN)/python -m pytest -q -m heavy $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -40,17 +40,37 @@ pytest_plugins = ["tests.support.processes", "tests.support.cluster"]
 PROCESS_FIXTURES = {"spark", "processes"}
 
 
+#: Why a test is left out, by mark: the first mark of a test that its run does not include.
+SKIP_REASONS = {
+    "heavy": "heavy: a replay of minutes of a match or a benchmark's acceptance run; runs when PAN_HEAVY=1 "
+             "(make test-heavy)",
+    "slow": "slow: runs when CI=true or PAN_SLOW=1",
+    "process": "process: runs when CI=true or PAN_SLOW=1",
+}
+
+
+def included_marks() -> set[str]:
+    """The marks this run includes: the quick suite none, CI and PAN_SLOW=1 slow and process tests, PAN_HEAVY=1 all.
+
+    Heavy tests take minutes each (together about an hour on 2 cores): CI leaves them out to finish in its time.
+    """
+    if os.environ.get("PAN_HEAVY") == "1":
+        return {"heavy", "slow", "process"}
+    if os.environ.get("CI") == "true" or os.environ.get("PAN_SLOW") == "1":
+        return {"slow", "process"}
+    return set()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The quick suite leaves out slow tests and tests that start OS processes."""
+    """The quick suite leaves out slow tests and tests that start OS processes; CI also leaves out heavy ones."""
     for item in items:
         if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.process)
-    if os.environ.get("CI") == "true" or os.environ.get("PAN_SLOW") == "1":
-        return
+    included = included_marks()
     for item in items:
-        for mark in ("slow", "process"):
-            if mark in item.keywords:
-                item.add_marker(pytest.mark.skip(reason=f"{mark}: runs when CI=true or PAN_SLOW=1"))
+        for mark, reason in SKIP_REASONS.items():
+            if mark in item.keywords and mark not in included:
+                item.add_marker(pytest.mark.skip(reason=reason))
                 break
 
 

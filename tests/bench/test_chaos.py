@@ -128,7 +128,7 @@ def test_compare_counts_lost_duplicated_changed_and_unreported(tmp_path: Path) -
 # --- the suite -------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_three_seeds_of_faults_no_hang_no_unreported_loss_no_duplicate(tmp_path: Path) -> None:
     """3 seeds x 4 faults (every kind once per seed) during a 30 s match fed in real time."""

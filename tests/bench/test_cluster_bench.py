@@ -87,7 +87,7 @@ async def test_the_one_machine_reference_gives_each_hosts_services_a_session_of_
     assert os.getsid(0) not in sessions
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_cluster_quick_measures_every_condition_against_one_machine() -> None:

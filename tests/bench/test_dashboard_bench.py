@@ -27,7 +27,7 @@ def test_dashboard_bench_refuses_bad_options(args: list[str]) -> None:
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(1500)
 def test_a_short_run_times_tuples_to_a_browsers_screen() -> None:
     if (why := chromium.missing()) is not None:

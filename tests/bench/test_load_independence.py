@@ -26,7 +26,7 @@ from pan.workflow import on_free_ports
 from tests.conftest import ROOT
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.heavy,
     pytest.mark.timeout(2400),  # a quiet and one or more loaded replays: ~5 min on a calm machine
 ]
 

@@ -37,7 +37,7 @@ from benchmarks import ordering_modes as om
 from tests.conftest import ROOT
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.heavy,
     pytest.mark.timeout(900),
 ]
 

@@ -13,7 +13,7 @@ from tests.bench.test_bench_cli import bench, is_png
 from tests.conftest import ROOT
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(1800)
 def test_speculation_quick_reports_every_mode_with_equal_settled_outputs(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"

@@ -101,5 +101,6 @@ def test_speculative_and_buffering_settle_alike_on_3_peers(match: dict[str, Path
     compare_runs(ROOT / "workflows" / "full_game_3_peers.json", match, (ALPHA_THIRD, 0.0))
 
 
+@pytest.mark.heavy
 def test_speculative_and_buffering_settle_alike_on_14_peers(match: dict[str, Path]) -> None:
     compare_runs(ROOT / "workflows" / "full_game_14_peers.json", match, (ALPHA_THIRD,))

@@ -31,7 +31,7 @@ import pytest
 from tests.conftest import ROOT, sensor_row
 from tests.support.cluster import left_in, namespace_cluster, pan, recorded_pids, write_inventory
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(1800)]
 
 HOSTS = 6  # h1 repository, h2-h5 peers, h6 the replay's (or the subscribers') host
 FIRST_ROWS = 40  # per sensor stream, before h3 is killed

@@ -90,6 +90,7 @@ def test_demo_forwarding_runs_from_any_directory(installed: Path, tmp_path: Path
     assert "all rows received" in done.stdout
 
 
+@pytest.mark.heavy  # the generated match's half-time break gives 1.1M heat-map tuples to record: 2-8 min
 def test_demo_writes_its_outputs_in_the_current_directory(installed: Path, tmp_path: Path) -> None:
     workflow = _free_copy(_shipped_default(installed, tmp_path, "demo", "full_game_3_peers.json"), tmp_path)
     done = _run(installed, tmp_path, "demo", "--minutes", "0.2", "--workflow", str(workflow))

@@ -170,7 +170,7 @@ def test_kicks_against_ground_truth() -> None:
     assert sum(h["ts"] in ts for h in m.outputs["BALLHITS"]) >= 0.98 * len(m.kicks)  # exact ts, not only within 10 ms
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_kicks_against_ground_truth_ten_minutes() -> None:
     m = ballgame.match(10, 5)
     assert len(m.kicks) > 300

@@ -151,7 +151,7 @@ def test_a_possession_across_a_ball_data_gap_is_uncertain_under_nfp() -> None:
     assert verdicts["nfp"] == [("A2", 0, 600, True), ("B3", 600, 1200, False), ("A2", 1200, 1800, True)]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_no_false_positive_under_nfp_in_the_loss_experiment(tmp_path: Any) -> None:
     """One generated minute at 10% row loss: every nfp output is in the generator's truth."""

@@ -347,7 +347,7 @@ def test_close_is_strict_about_types_and_tolerance() -> None:
     assert not close(1.0, 1.0 + 1e-8) and not close(1, 1.0) and not close([1.0], [1.0, 0.0])
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(1200)
 def test_reference_equals_streaming_on_a_realistic_match(spark: Any, tmp_path: Path) -> None:
     """The same equality on the realistic generator's data: both halves, clock jitter, dropouts, noise,
