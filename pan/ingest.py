@@ -442,14 +442,19 @@ class IngestServer:
                 async with asyncio.timeout(self.settings.idle_timeout_s):
                     chunk = await reader.read(READ_CHUNK)
             except TimeoutError:
-                self.counters.idle_timeouts += 1
-                if pending and not skipping:
-                    self.counters.truncated += 1
-                self.problems.warning(
-                    "ingest: connection from %s closed after %.0f s without data; its streams stay open",
-                    conn.address, self.settings.idle_timeout_s,
-                )
-                return
+                # After a stall of this process (stopped, starved, a long step of a component) the deadline and
+                # bytes that came meanwhile are due in the same loop round, and the timer wins: those bytes are
+                # in the reader already. They are read, not closed away with the connection as if it were idle.
+                chunk = await read_at_once(reader)
+                if not chunk and not reader.at_eof():
+                    self.counters.idle_timeouts += 1
+                    if pending and not skipping:
+                        self.counters.truncated += 1
+                    self.problems.warning(
+                        "ingest: connection from %s closed after %.0f s without data; its streams stay open",
+                        conn.address, self.settings.idle_timeout_s,
+                    )
+                    return
             if not chunk:
                 if pending and not skipping:
                     self.counters.truncated += 1
@@ -725,6 +730,15 @@ class IngestServer:
             assert self._on_promise is not None
             self._on_promise(made)
         return made
+
+
+async def read_at_once(reader: asyncio.StreamReader) -> bytes:
+    """What ``reader`` holds already, without waiting for more (b"" if nothing)."""
+    try:
+        async with asyncio.timeout(0):
+            return await reader.read(READ_CHUNK)
+    except TimeoutError:
+        return b""
 
 
 async def send_lines(host: str, port: int, lines: list[bytes], *, timeout_s: float = 10.0) -> None:

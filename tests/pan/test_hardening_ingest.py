@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -427,6 +428,27 @@ async def test_an_idle_connection_is_closed_without_ending_its_streams(
     assert worker.outputs["SENSOR4"].progress.wm is None  # it did not say goodbye: more may come
     await send(worker, [sensor_row(4, 3).encode()])  # a sender that reconnects goes on
     await wait_until(lambda: worker.outputs["SENSOR4"].buffer.last == 1)
+
+
+async def test_rows_that_arrive_while_the_forwarder_is_stalled_past_the_idle_deadline_are_read(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """A stalled (stopped, starved) forwarder wakes with its idle deadline due and a sender's rows waiting: the
+    timer fires first in that loop round. The rows must be read, not dropped unread with the connection as if it
+    were idle: an unpaced sender that wrote the rest of its stream and its end promise meanwhile never sends them
+    again (a replay beside CPU hogs hung on 20 streams that lost their second half this way)."""
+    worker = await start_forwarder(repository, workers, params={"idle_timeout_s": 0.3})
+    _reader, writer = await connect(worker)
+    try:
+        await wait_until(lambda: counters(worker)["open_connections"] == 1)  # reading, its idle deadline set
+        rows = [sensor_row(4, ts).encode() for ts in range(1, 101)]
+        writer.write(b"\n".join([*rows, promise_line("SENSOR4")]) + b"\n")  # into the socket at once
+        time.sleep(0.6)  # noqa: ASYNC251 (the stall under test: this process does not run past the deadline)
+        await wait_until(lambda: worker.outputs["SENSOR4"].progress.ended)
+    finally:
+        writer.close()
+    assert counters(worker)["rows"] == 100 and counters(worker)["idle_timeouts"] == 0
+    assert len(held(worker, "SENSOR4")) == 100
 
 
 async def test_connections_per_address_are_capped(repository: RepositoryServer, workers: WorkerGroup) -> None:
