@@ -23,8 +23,8 @@ from pan.trust import Trust
 from pan.workflow import load_workflow, on_free_ports, with_absolute_paths
 from pan_debs.simulator.backpressure import FeedBrake
 from pan_debs.simulator.impair import ImpairProfile, ProfileError
-from pan_debs.simulator.replay import replay
-from pan_debs.simulator.simulate import SimulateError, SimulateOptions, simulate
+from pan_debs.simulator.replay import SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S, replay
+from pan_debs.simulator.simulate import CONNECT_TIMEOUT_S, GIVE_UP_S, SimulateError, SimulateOptions, simulate
 from pan_debs.simulator.sources import sensor_files
 
 
@@ -132,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
         skip_halftime=args.skip_halftime,
         brake=None if args.strict_pace else FeedBrake(workflow),
         progress=True,  # a bar on a terminal, nothing otherwise
+        # with --attach the peers are someone else's: a receiver that does not answer may be gone for good
+        give_up_s=GIVE_UP_S if args.attach else SUPERVISED_GIVE_UP_S,
+        connect_timeout_s=CONNECT_TIMEOUT_S if args.attach else SUPERVISED_CONNECT_TIMEOUT_S,
     )
 
     async def feed() -> dict:

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 8192  # rows per write when catching up or unpaced
+CONNECT_TIMEOUT_S = 2.0  # one connection attempt to a receiver
+GIVE_UP_S = 10.0  # unpaced: how long a sensor waits for an unreachable receiver before counting its rows lost
 PS_PER_S = 10**12
 # INTERRUPTIONS heartbeats every 10 ms of event time: consumers of the sparse stream release events
 # only once it has moved past them, so the period is a floor under their query delay.
@@ -98,8 +100,8 @@ class SimulateOptions:
     check_period_ms: float = 10.0
     progress: bool = False
     progress_out: TextIO | None = None
-    connect_timeout_s: float = 2.0  # one connection attempt
-    give_up_s: float = 10.0  # unpaced only: how long to wait for an unreachable receiver
+    connect_timeout_s: float = CONNECT_TIMEOUT_S  # one connection attempt
+    give_up_s: float = GIVE_UP_S  # unpaced only: how long to wait for an unreachable receiver
     lead_ms: float = 50.0  # start this long after connecting when no start_at is given
     stop: asyncio.Event | None = None  # set to end the simulation early (Ctrl-C)
     #: Waits while the workflow is behind (`pan_debs/simulator/backpressure.py`); None: the feed keeps its pace and a

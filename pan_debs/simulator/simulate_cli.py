@@ -16,7 +16,7 @@ from pan.specs import WorkflowError
 from pan.workflow import load_workflow
 from pan_debs.simulator.clock import LocalTime, SkewedTime, TimeProvider
 from pan_debs.simulator.impair import ImpairProfile, ProfileError
-from pan_debs.simulator.simulate import SimulateError, SimulateOptions, simulate
+from pan_debs.simulator.simulate import GIVE_UP_S, SimulateError, SimulateOptions, simulate
 from pan_debs.simulator.wtt import DEFAULT_PORT, parse_address
 
 
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--clock-offset-ms", type=float, default=0.0,
                    help="pretend this machine's clock is off by this much (demos of WTT)")
     p.add_argument("--clock-drift-ppm", type=float, default=0.0, help="pretend this machine's clock drifts")
-    p.add_argument("--give-up-s", type=float, default=10.0,
+    p.add_argument("--give-up-s", type=float, default=GIVE_UP_S,
                    help="unpaced: seconds to wait for an unreachable receiver before counting rows lost")
     p.add_argument("--quiet", action="store_true", help="no progress bar (there is none off a terminal anyway)")
     p.set_defaults(handler=run)

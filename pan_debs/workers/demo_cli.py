@@ -26,7 +26,7 @@ from pan.spark_progress import spark_stages
 from pan.specs import Workflow, WorkflowError
 from pan.workflow import load_workflow
 from pan_debs.simulator.realistic import generate
-from pan_debs.simulator.replay import WorkflowStopped, replay
+from pan_debs.simulator.replay import SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S, WorkflowStopped, replay
 from pan_debs.simulator.simulate import SimulateOptions, simulate
 from pan_debs.simulator.split import split
 from pan_debs.workers import shipped
@@ -73,7 +73,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 2
     print(f"3/3 replaying it into '{workflow.name}'", flush=True)
     options = SimulateOptions(workflow=workflow, data_dir=split_dir, speedup=args.speedup,
-                              skip_halftime=args.speedup > 0, progress=True)
+                              skip_halftime=args.speedup > 0, progress=True, give_up_s=SUPERVISED_GIVE_UP_S,
+                              connect_timeout_s=SUPERVISED_CONNECT_TIMEOUT_S)
 
     async def feed() -> Any:
         return (await simulate(options)).as_dict()

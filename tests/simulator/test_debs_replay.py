@@ -134,6 +134,7 @@ def test_kicks_possession_shots_and_heat_maps_against_ground_truth(baseline: Pat
             assert abs(sum(heat["cells"]) - 100.0) <= 1e-6
 
 
+@pytest.mark.heavy  # three more full replays, on 3, 6 and 14 peers
 def test_identical_outputs_on_every_run_and_distribution(baseline: Path, match: dict[str, Path]) -> None:
     reference = streams(baseline)
     for n, workflow in enumerate(("full_game_3_peers.json", "full_game_6_peers.json", "full_game_14_peers.json")):

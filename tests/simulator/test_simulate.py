@@ -17,7 +17,8 @@ from pan.specs import Workflow
 from pan.worker import Worker
 from pan_debs.simulator.clock import SkewedTime
 from pan_debs.simulator.debs import HALF1, HALF2
-from pan_debs.simulator.simulate import UNPACED_SLICE_PS, EventTimeGate, SimulateOptions, simulate
+from pan_debs.simulator.replay import SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S
+from pan_debs.simulator.simulate import GIVE_UP_S, UNPACED_SLICE_PS, EventTimeGate, SimulateOptions, simulate
 from pan_debs.simulator.sources import halftime_break, rows_around
 from tests.conftest import ROOT, WorkerGroup, forwarder, free_port, make_workflow, sensor_row, wait_until
 
@@ -288,6 +289,36 @@ async def test_receiver_that_comes_up_late_gets_the_rest(recorder: Recorder, tmp
     assert 0 < stats.sent < 200 and stats.connects == 1
     await wait_until(lambda: len(got) == stats.sent)
     assert [int(x.split(b",")[1]) for x in got] == rate_rows(T0, 1.0, 200)[200 - stats.sent :]
+
+
+@pytest.mark.slow  # it must outlast the plain give-up time
+async def test_a_replays_unpaced_sensors_wait_for_a_receiver_longer_than_a_plain_simulation(tmp_path: Path) -> None:
+    """`pan replay` supervises its peers, so a silent receiver is starved, not gone: every row reaches it later."""
+    port = free_port()
+    workflow = make_workflow(free_port(), [forwarder("R", ["SENSOR13"], ingest_port=port)])
+    rows = rate_rows(T0, 1.0, 200)
+    data = write_split(tmp_path / "split", {13: rows})
+    options = SimulateOptions(workflow, data, speedup=0.0, give_up_s=SUPERVISED_GIVE_UP_S,
+                              connect_timeout_s=SUPERVISED_CONNECT_TIMEOUT_S)
+    task = asyncio.create_task(simulate(options))
+    await asyncio.sleep(GIVE_UP_S + 1)  # the receiver is away longer than a plain `pan simulate` waits
+    assert not task.done()
+    got: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            if b'"promise":true' not in line:
+                got.append(line)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    try:
+        summary = await asyncio.wait_for(task, 120)
+    finally:
+        server.close()
+    stats = summary.streams["SENSOR13"]
+    assert stats.sent == 200 and stats.lost == 0 and stats.connect_failures >= 1
+    await wait_until(lambda: len(got) == 200)
+    assert [int(x.split(b",")[1]) for x in got] == rows
 
 
 async def test_wtt_aligns_two_simulators_with_skewed_clocks(recorder: Recorder, tmp_path: Path) -> None:
