@@ -114,7 +114,7 @@ def test_runtime_quick_writes_its_section(tmp_path: Path) -> None:
     assert "<!-- runtime-bench:start -->" in report.read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_simulation_splits_a_short_match_both_ways(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
     summary = bench("simulation", "--minutes", "0.2", "--reps", "1", "--write", str(report), timeout=600)
@@ -277,7 +277,7 @@ def test_replay_bench_names_processes_and_puts_every_worker_on_its_own_peer(tmp_
     assert split == {name: [name] for name in names} and len(names) > 3
 
 
-@pytest.mark.process
+@pytest.mark.heavy
 def test_floor_quick_runs_every_rep_and_writes_its_section(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
     summary = bench("floor", "--quick", "--reps", "2", "--write", str(report), timeout=600)
@@ -361,7 +361,7 @@ def test_pyspy_profile_folds_collapsed_stacks_by_function(tmp_path: Path) -> Non
     assert profile.share_of("run") == 0.6 and profile.share_of("process") == 0.4 and profile.share_of("nothing") == 0
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_policies_writes_a_row_per_loss_policy_and_output(tmp_path: Path) -> None:
     out = tmp_path / "policies.json"
     result = subprocess.run([sys.executable, "-m", "pan", "bench", "policies", "--minutes", "0.5", "--seeds", "3",

@@ -97,6 +97,7 @@ def compare_runs(workflow: Path, match: dict[str, Path], alphas: tuple[float, ..
         assert not different, f"{name} differs from the unimpaired run in {len(different)}: {different[:10]}"
 
 
+@pytest.mark.heavy
 def test_speculative_and_buffering_settle_alike_on_3_peers(match: dict[str, Path]) -> None:
     compare_runs(ROOT / "workflows" / "full_game_3_peers.json", match, (ALPHA_THIRD, 0.0))
 

@@ -124,7 +124,9 @@ def test_every_family_pattern_names_streams_the_readme_lists() -> None:
     assert "Q2 players' possession" in empty_families({"BP_wholeGame_A": b"x"})
 
 
-@pytest.mark.parametrize("workflow", ["full_game_3_peers.json", "full_game_14_peers.json"])
+@pytest.mark.parametrize("workflow", [
+    "full_game_3_peers.json", pytest.param("full_game_14_peers.json", marks=pytest.mark.heavy),
+])
 def test_outputs_are_byte_identical_over_arrow_and_over_json(workflow: str, match: Path, tmp_path: Path) -> None:
     replay(workflow, match, tmp_path / "json", "json")
     replay(workflow, match, tmp_path / "arrow", "arrow")

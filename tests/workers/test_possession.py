@@ -211,7 +211,7 @@ def test_possession_against_ground_truth() -> None:
     check_teams(m)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_possession_against_ground_truth_ten_minutes() -> None:
     m = ballgame.match(10, 5)
     check_players(m)

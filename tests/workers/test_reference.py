@@ -319,7 +319,7 @@ def compare(streaming: dict[str, list[dict[str, Any]]], reference: Path, only_th
     return stats
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
     from pan_debs.simulator.split import split

@@ -162,7 +162,7 @@ def test_without_heartbeats_equals_the_streaming_components(spark: Any, folder: 
     assert len(read_stream(tmp_path, "BP_1min_A")) < len(read_stream(reference, "BP_1min_A"))
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_q2_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
     """Two minutes of seed 1 from the realistic generator: a minute of each half, with sensor dropouts, spare balls,

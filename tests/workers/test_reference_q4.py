@@ -150,6 +150,7 @@ def test_hand_made_folder_equals_the_streaming_component(folder: Path, reference
     assert stats["streams"] == 2 + 16 + 10 + 1 and len(shots) > 600
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_q4_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
     """90 s of seed 1, whose truth has two shots by different players."""
