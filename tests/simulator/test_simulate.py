@@ -265,13 +265,8 @@ async def test_unreachable_receiver_is_reported_not_fatal(tmp_path: Path, speedu
     assert any("cannot connect" in e for e in summary.errors)
 
 
-async def test_receiver_that_comes_up_late_gets_the_rest(recorder: Recorder, tmp_path: Path) -> None:
-    """Paced: rows due while the receiver is away are lost and counted; later ones arrive."""
-    port = free_port()
-    workflow = make_workflow(free_port(), [forwarder("R", ["SENSOR13"], ingest_port=port)])
-    data = write_split(tmp_path / "split", {13: rate_rows(T0, 1.0, 200)})
-    task = asyncio.create_task(simulate(SimulateOptions(workflow, data, speedup=1.0)))
-    await asyncio.sleep(0.4)
+async def late_receiver(port: int) -> tuple[asyncio.Server, list[bytes]]:
+    """A receiver that starts listening on ``port`` now, and the data rows (not promises) it gets."""
     got: list[bytes] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -279,7 +274,17 @@ async def test_receiver_that_comes_up_late_gets_the_rest(recorder: Recorder, tmp
             if b'"promise":true' not in line:
                 got.append(line)
 
-    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    return await asyncio.start_server(handle, "127.0.0.1", port), got
+
+
+async def test_receiver_that_comes_up_late_gets_the_rest(recorder: Recorder, tmp_path: Path) -> None:
+    """Paced: rows due while the receiver is away are lost and counted; later ones arrive."""
+    port = free_port()
+    workflow = make_workflow(free_port(), [forwarder("R", ["SENSOR13"], ingest_port=port)])
+    data = write_split(tmp_path / "split", {13: rate_rows(T0, 1.0, 200)})
+    task = asyncio.create_task(simulate(SimulateOptions(workflow, data, speedup=1.0)))
+    await asyncio.sleep(0.4)
+    server, got = await late_receiver(port)
     try:
         summary = await task
     finally:
@@ -303,14 +308,7 @@ async def test_a_replays_unpaced_sensors_wait_for_a_receiver_longer_than_a_plain
     task = asyncio.create_task(simulate(options))
     await asyncio.sleep(GIVE_UP_S + 1)  # the receiver is away longer than a plain `pan simulate` waits
     assert not task.done()
-    got: list[bytes] = []
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while line := await reader.readline():
-            if b'"promise":true' not in line:
-                got.append(line)
-
-    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    server, got = await late_receiver(port)
     try:
         summary = await asyncio.wait_for(task, 120)
     finally:
