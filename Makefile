@@ -46,7 +46,7 @@ test: $(STAMP) java sshd chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# The heavy tests, which CI leaves out: minutes-long replays and the benchmarks' acceptance runs (about an hour).
+# The heavy tests, which CI leaves out: minutes-long replays and the benchmarks' acceptance runs (over an hour).
 test-heavy: $(STAMP) java sshd chromium
 	PAN_HEAVY=1 $(BIN)/python -m pytest -q -m heavy $(PYTEST_ARGS)
 

@@ -57,12 +57,12 @@ QUIET_S = 6.0  # no tuple and no watermark moved this long after the data ended 
 #: a safety net against a stuck run: a loaded machine can take many minutes to drain a long feed. Without
 #: it, streams that never end keep their watermarks moving, so this is what stops the recording.
 MAX_DRAIN_S = 1800.0
+MAX_QUIET_DRAIN_S = 120.0
 #: The peers of a replay are supervised (`pan run --fail-fast` ends the replay when one dies), so a receiver that does
 #: not answer is starved, not gone: its sensors wait this long for it before they count rows lost (10 s, the plain
 #: `pan simulate` default, lost rows and end promises beside 8 CPU hogs), and one connection attempt may take this long.
 SUPERVISED_GIVE_UP_S = 300.0
 SUPERVISED_CONNECT_TIMEOUT_S = 10.0
-MAX_QUIET_DRAIN_S = 120.0
 
 
 class WorkflowStopped(RuntimeError):
