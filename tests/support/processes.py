@@ -60,7 +60,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
     outcome = yield
     report = outcome.get_result()
-    exempt = MARK in item.keywords or "slow" in item.keywords  # neither runs in the quick suite
+    exempt = bool({MARK, "slow", "heavy"} & set(item.keywords))  # none of them runs in the quick suite
     if call.when == "teardown" and WATCH.started and not exempt and report.passed:
         report.outcome = "failed"
         report.longrepr = (
