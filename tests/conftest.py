@@ -52,7 +52,7 @@ SKIP_REASONS = {
 def included_marks() -> set[str]:
     """The marks this run includes: the quick suite none, CI and PAN_SLOW=1 slow and process tests, PAN_HEAVY=1 all.
 
-    Heavy tests take minutes each (together about an hour on 2 cores): CI leaves them out to finish in its time.
+    Heavy tests take minutes each (together about 80 min on 2 cores): CI leaves them out to finish in its time.
     """
     if os.environ.get("PAN_HEAVY") == "1":
         return {"heavy", "slow", "process"}
