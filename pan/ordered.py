@@ -27,7 +27,7 @@ from typing import IO, Any, ClassVar
 from pan.catalog import register
 from pan.channel import Cursor
 from pan.component import Component, ComponentContext
-from pan.machine_cpu import MachineCpu
+from pan.cpu_share import READERS, BusyShare
 from pan.ordering import (
     END_OF_STREAM,
     PARAM_KEYS,
@@ -163,8 +163,8 @@ class OrderedComponent(Component):
         late = self.late_stream(ctx.spec)
         self.late_output = ctx.outputs[late] if late else None
         self.snapshots: ComponentSnapshots | None = None
-        #: ``alpha: "auto"`` with ``cpu: "machine"``: the machine's busy CPU share, which the unit backs off from
-        self._machine_cpu: MachineCpu | None = None
+        #: ``alpha: "auto"`` with ``cpu: "loop"`` or ``"machine"``: the busy CPU share the unit backs off from
+        self._cpu_share: BusyShare | None = None
         self.unit: OrderingUnit | SpeculativeUnit
         if self.speculative(ctx.spec):
             spec_outputs = {n: o for n, o in ctx.outputs.items() if o is not self.late_output}
@@ -172,8 +172,8 @@ class OrderedComponent(Component):
             speculation = SpeculationSettings.from_object(ctx.spec.ordering or {})
             raw = streams if self.reads_raw(ctx.spec) else []
             self.unit = SpeculativeUnit(settings, streams, self.snapshots, speculation, raw_streams=raw)
-            if speculation.alpha == AUTO and speculation.cpu == "machine":
-                self._machine_cpu = MachineCpu()
+            if speculation.alpha == AUTO and speculation.cpu in READERS:
+                self._cpu_share = BusyShare(READERS[speculation.cpu]())
         else:
             self.unit = OrderingUnit(settings, streams)
         self._wake = asyncio.Event()
@@ -268,9 +268,10 @@ class OrderedComponent(Component):
                 await asyncio.sleep(0)  # let the pull tasks and HTTP handlers run
 
     def _busy_share(self, working: float) -> float:
-        """What ``alpha: "auto"`` adapts to: the share of the span the component worked, or the machine's busy
-        CPU share if larger (``cpu: machine``): a starved component waits for input while every core is taken."""
-        return working if self._machine_cpu is None else max(working, self._machine_cpu.busy_share())
+        """What ``alpha: "auto"`` adapts to: the share of the span the component worked, or the busy CPU share
+        of the worker's event loop (``cpu: loop``) or of the machine (``cpu: machine``) if larger: a starved
+        component waits for input while every core is taken (pan/cpu_share.py)."""
+        return working if self._cpu_share is None else max(working, self._cpu_share.busy_share())
 
     def _raw_input(self, name: str, retracted: int | None) -> None:
         """A raw input: first what its producer withdrew, then how far it is final (before its new tuples)."""

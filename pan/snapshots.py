@@ -80,6 +80,11 @@ class ComponentSnapshots:
         self.outputs = outputs  # the streams a replay rewinds (not the late-events stream: it is never premature)
         self.codec = StateCodec()
         self.rewound_tuples = 0
+        self._replaying = False  # a restore made the outputs hold tuples until ``end_replays``
+        #: The oldest snapshot ``settle`` was last given and its outputs' positions: the unit asks after every
+        #: call, and the oldest snapshot changes far less often.
+        self._oldest: bytes | None = None
+        self._oldest_positions: dict[str, int] = {}
         for out in outputs.values():
             out.settle(-1)  # nothing is final before the unit says so: raw readers must not take it as final
 
@@ -100,12 +105,16 @@ class ComponentSnapshots:
             # On-demand retraction: the tuples after the snapshot are held, not withdrawn; the replay keeps
             # those it emits again unchanged, and only a change (or a tuple not emitted again) withdraws them.
             self.outputs[name].replay_from(position - 1)
+        self._replaying = True
 
     def process(self, events: list[dict]) -> None:
         self.component.process(events)
 
     def end_replays(self) -> None:
         """The unit's call is over: withdraw what a replay held and did not emit again (``OutputStream.end_replay``)."""
+        if not self._replaying:
+            return
+        self._replaying = False
         for out in self.outputs.values():
             before = out.retracted_tuples
             out.end_replay()
@@ -114,6 +123,9 @@ class ComponentSnapshots:
     def settle(self, oldest: bytes | None) -> None:
         """Mark what no replay can withdraw: each output's tuples before the oldest snapshot's position."""
         self.end_replays()
-        positions = self.positions(oldest) if oldest is not None else {}
+        if oldest is not self._oldest:
+            self._oldest = oldest
+            self._oldest_positions = self.positions(oldest) if oldest is not None else {}
+        positions = self._oldest_positions
         for name, out in self.outputs.items():
             out.settle(positions.get(name, out.next_index) - 1)

@@ -44,9 +44,10 @@ ORDERING_OBJECT_KEYS = ("mode", "alpha", "max_snapshot_bytes", "input_view", "cp
 #: How a speculative unit reads its inputs: ``raw`` (default) takes a speculative producer's unsettled tuples
 #: and retractions, so gains add up across levels; ``settled`` only what no retraction can touch.
 INPUT_VIEWS = ("raw", "settled")
-#: What ``alpha: "auto"`` measures: ``machine`` (default), the larger of the component's share of working time
-#: and the machine's busy CPU share (pan/machine_cpu.py); ``component``, the component's share alone.
-CPU_SIGNALS = ("machine", "component")
+#: What ``alpha: "auto"`` measures, each the larger of the component's share of working time and a busy CPU
+#: share (pan/cpu_share.py): ``loop`` (default), of the worker's event-loop thread, waiting for a core included;
+#: ``machine``, of every core; ``component``, the component's share alone.
+CPU_SIGNALS = ("loop", "machine", "component")
 DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 AUTO = "auto"
 SMALL_BATCH = 32  # up to this many events a batch is inserted one by one, more are merged as slices
@@ -89,7 +90,7 @@ class SpeculationSettings:
 
     alpha: Fraction | str = Fraction(1)
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
-    cpu: str = "machine"
+    cpu: str = CPU_SIGNALS[0]
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> SpeculationSettings:
@@ -101,7 +102,7 @@ class SpeculationSettings:
         return cls(
             alpha=AUTO if alpha == AUTO else Fraction(alpha).limit_denominator(10**6),
             max_snapshot_bytes=obj.get("max_snapshot_bytes", DEFAULT_MAX_SNAPSHOT_BYTES),
-            cpu=obj.get("cpu", "machine"),
+            cpu=obj.get("cpu", CPU_SIGNALS[0]),
         )
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -440,32 +442,65 @@ def test_a_raw_inputs_raw_watermark_moves_emission_but_never_settling() -> None:
     assert unit.buffered == 0 and unit.ended
 
 
-def test_machine_cpu_is_the_busy_share_since_the_previous_reading() -> None:
-    from pan.machine_cpu import MachineCpu
+def test_busy_share_is_the_busy_share_since_the_previous_reading() -> None:
+    from pan.cpu_share import BusyShare
 
     readings = iter([(10.0, 100.0), (19.0, 110.0), (19.0, 120.0), (19.0, 120.0)])
-    cpu = MachineCpu(lambda: next(readings))
+    cpu = BusyShare(lambda: next(readings))
     assert cpu.known
     assert cpu.busy_share() == pytest.approx(0.9)  # 9 of 10 s busy
     assert cpu.busy_share() == 0.0  # idle
     assert cpu.busy_share() == 0.0  # no time passed: nothing to say
+    assert BusyShare(None).busy_share() == 0.0 and not BusyShare(None).known
 
 
-@pytest.mark.parametrize("signal", ["machine", "component"])
-def test_alpha_auto_backs_off_when_the_machine_is_busy_unless_told_to_watch_the_component(signal: str) -> None:
-    """A starved component works little while every core is taken: with ``cpu: machine`` (the default) the
-    machine's busy share counts too, so alpha goes back to 1 instead of halving."""
-    from pan.machine_cpu import MachineCpu
+def test_the_loop_share_counts_a_thread_that_works_and_not_one_that_sleeps() -> None:
+    """Running and waiting for a core both count as busy, so a spinning thread is busy whatever else the
+    machine runs; a sleeping thread is not (the sleep is the idleness under test)."""
+    from pan.cpu_share import BusyShare, loop_reader
+
+    reader = loop_reader()
+    if reader is None:
+        pytest.skip("this kernel has no /proc/thread-self/schedstat")
+    share = BusyShare(reader)
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        pass
+    assert share.busy_share() > 0.8  # the kernel adds a wait to the total when it ends: allow one in progress
+    time.sleep(0.5)
+    assert share.busy_share() < 0.5
+
+
+def test_the_loop_reader_is_none_without_schedstat(tmp_path: Path) -> None:
+    from pan.cpu_share import loop_reader
+
+    assert loop_reader(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize("signal", ["loop", "machine", "component"])
+def test_alpha_auto_backs_off_when_the_cpu_is_busy_unless_told_to_watch_the_component(signal: str) -> None:
+    """A starved component works little while its loop waits for a core or every core is taken: with
+    ``cpu: loop`` (the default) or ``cpu: machine`` that busy share counts too, so alpha goes back to 1
+    instead of halving."""
+    from pan.cpu_share import BusyShare
     from pan.testing import build_component
 
     component = build_component("merge", {"output": "X", "clock_mode": "watermark"}, ["A"],
                                 ordering={"mode": "speculative", "alpha": "auto", "cpu": signal})
-    if signal == "machine":
-        assert component._machine_cpu is not None
-        busy = iter([(0.0, 0.0), (0.95, 1.0), (1.9, 2.0)])  # every core 95% busy
-        component._machine_cpu = MachineCpu(lambda: next(busy))
+    if signal == "component":
+        assert component._cpu_share is None
     else:
-        assert component._machine_cpu is None
+        assert component._cpu_share is not None
+        busy = iter([(0.0, 0.0), (0.95, 1.0), (1.9, 2.0)])  # 95% busy
+        component._cpu_share = BusyShare(lambda: next(busy))
     for _ in range(2):
         component.unit.adapt(component._busy_share(0.1))  # the component itself works 10% of the time
-    assert component.unit.alpha == (1 if signal == "machine" else Fraction(1, 4))
+    assert component.unit.alpha == (Fraction(1, 4) if signal == "component" else 1)
+
+
+def test_alpha_auto_watches_the_loop_by_default() -> None:
+    from pan.testing import build_component
+
+    component = build_component("merge", {"output": "X", "clock_mode": "watermark"}, ["A"],
+                                ordering={"mode": "speculative", "alpha": "auto"})
+    assert component.unit.speculation.cpu == "loop"
