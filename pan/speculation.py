@@ -371,7 +371,7 @@ class SpeculativeUnit:
         if not events:
             return Released()
         for ev in events:
-            ts = ev.get("ts") if isinstance(ev, Mapping) else None
+            ts = ev.get("ts") if type(ev) is dict or isinstance(ev, Mapping) else None  # the ABC check is slow
             if type(ts) is not int:
                 raise ValueError(f"{stream}: every event needs an integer 'ts', got {ts!r}")
         self._insert(pos, events)
