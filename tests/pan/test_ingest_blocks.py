@@ -16,7 +16,15 @@ import orjson
 import pytest
 
 from pan.decoders import encode_batches, encode_rows
-from pan.ingest import END_OF_STREAM, Connection, IngestServer, IngestSettings, parse_ingest_params, send_lines
+from pan.ingest import (
+    BLOCK_MIN_LINES,
+    END_OF_STREAM,
+    Connection,
+    IngestServer,
+    IngestSettings,
+    parse_ingest_params,
+    send_lines,
+)
 from pan.int_csv import RowBlock, parse_block
 from pan.repository import RepositoryServer
 from pan.schema import INT64_MAX, INT64_MIN, TS_LIMIT
@@ -51,9 +59,13 @@ class Run:
     streams: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
-async def ingest(chunks: list[bytes], *, parse_blocks: bool, expected: set[str] = EXPECTED) -> Run:
+async def ingest(chunks: list[bytes], *, parse_blocks: bool, expected: set[str] = EXPECTED,
+                 block_min_lines: int = 1) -> Run:
+    """``block_min_lines`` 1: every read with a complete line goes the block path (the default sends small
+    reads line by line)."""
     run = Run()
-    settings = IngestSettings(max_row_bytes=MAX_ROW, decoder=DebsCsvDecoder, parse_blocks=parse_blocks)
+    settings = IngestSettings(max_row_bytes=MAX_ROW, decoder=DebsCsvDecoder, parse_blocks=parse_blocks,
+                              block_min_lines=block_min_lines)
 
     def deliver(batches: dict[str, Any]) -> None:  # as the forwarder does
         starts = {stream: len(run.stored.get(stream, [])) for stream in batches}
@@ -250,6 +262,17 @@ async def test_two_short_lines_are_not_taken_for_one_row() -> None:
         lines = [csv(row), csv(row[:split_at]), csv(row[split_at:]), csv(row)]
         run = await assert_same([b"\n".join(lines) + b"\n"])
         assert run.counters["malformed"] == 2 and run.counters["rows"] == 2
+
+
+async def test_small_reads_go_line_by_line_and_large_ones_as_blocks_with_the_same_result(match_rows: bytes) -> None:
+    lines = match_rows.splitlines(keepends=True)[:2000]
+    streams = match_streams(b"".join(lines))
+    reference = await ingest([b"".join(lines)], parse_blocks=False, expected=streams)
+    for size, blocks in ((10, False), (BLOCK_MIN_LINES - 1, False), (BLOCK_MIN_LINES, True), (500, True)):
+        reads = [b"".join(lines[at : at + size]) for at in range(0, len(lines), size)]
+        run = await ingest(reads, parse_blocks=True, expected=streams, block_min_lines=BLOCK_MIN_LINES)
+        assert (run.blocks > 0) is blocks, size
+        assert run.stored == reference.stored and run.counters == reference.counters
 
 
 def test_the_switch_is_a_forwarder_param() -> None:
