@@ -99,6 +99,15 @@ class StreamProgress:
         """This progress with every key ``newer`` states replaced by ``newer``'s value."""
         if self is EMPTY:
             return newer
+        if not self.other and not newer.other:  # the usual case, without a round trip through the wire form
+            return StreamProgress(
+                self.epoch if newer.epoch is None else newer.epoch,
+                self.k if newer.k is None else newer.k,
+                self.clk if newer.clk is None else newer.clk,
+                self.late if newer.late is None else newer.late,
+                self.wm if newer.wm is None else newer.wm,
+                self.raw_wm if newer.raw_wm is None else newer.raw_wm,
+            )
         return StreamProgress.from_json({**self.to_json(), **newer.to_json()})
 
     def without_watermark(self) -> StreamProgress:

@@ -110,7 +110,7 @@ class OutputStream:
         self._sizes: list[int] = []
         self._sizes_start = 0
         self.progress = progress  # what every /data answer says in ``meta``
-        self._progress_json = orjson.dumps(progress.to_json())
+        self._progress_json: bytes | None = None  # its encoding, made when a page needs it
         self.appended = 0
         self.retractions = 0  # rewinds (``rewind``): the generation of the latest retract notice
         self.retracted_tuples = 0
@@ -296,8 +296,14 @@ class OutputStream:
         self._set_progress(self.progress.without_watermark())
 
     def _set_progress(self, progress: StreamProgress) -> None:
-        self.progress = progress
-        self._progress_json = orjson.dumps(progress.to_json())
+        """Producers publish far more often than pages are served: encode once, when a page asks."""
+        if progress.other or self.progress.other or progress != self.progress:  # (``True == 1`` in ``other``)
+            self.progress, self._progress_json = progress, None
+
+    def _meta_json(self) -> bytes:
+        if self._progress_json is None:
+            self._progress_json = orjson.dumps(self.progress.to_json())
+        return self._progress_json
 
     def rewind(self, after: int, generation: int | None = None) -> None:
         """Withdraw the tuples after index ``after`` (a speculative component revises its output).
@@ -437,7 +443,7 @@ class OutputStream:
         page = self.buffer.read(after, oldest=oldest, latest=latest)
         items = page.items
         last = page.last
-        meta = self._progress_json
+        meta = self._meta_json()
         if self.settled is not None and raw_generation is None and page.indices and page.indices[-1] > self.settled:
             keep = bisect_right(page.indices, self.settled)
             items, last = items[:keep], self.settled

@@ -72,3 +72,29 @@ def test_output_stream_serves_its_progress_as_meta() -> None:
     body = output.render(-1, oldest=10, latest=None)
     assert body.endswith(b'"meta":{"epoch":"e","k":5,"clk":null,"late":0}}')
     assert output.counters()["meta"] == {"epoch": "e", "k": 5, "clk": None, "late": 0}
+
+
+WELL_FORMED = [
+    StreamProgress(),
+    StreamProgress(epoch="e"),
+    StreamProgress(k=5, clk=3),
+    StreamProgress(wm=9, raw_wm=12),
+    StreamProgress(epoch="f", k=0, clk=1, late=2, wm=3, raw_wm=4),
+]
+
+
+@pytest.mark.parametrize("old", WELL_FORMED)
+def test_merging_well_formed_progress_is_the_dict_update_of_their_wire_forms(old: StreamProgress) -> None:
+    for new in WELL_FORMED:
+        assert old.merged(new) == StreamProgress.from_json({**old.to_json(), **new.to_json()})
+
+
+def test_a_page_carries_exactly_the_latest_published_progress() -> None:
+    out = OutputStream("s")
+    out.publish(StreamProgress(epoch="e", k=5))
+    assert orjson.loads(out.render(-1, oldest=10, latest=None))["meta"] == {"epoch": "e", "k": 5}
+    out.publish(StreamProgress(wm=7))
+    out.publish(StreamProgress.from_json({"x": True}))
+    out.publish(StreamProgress.from_json({"x": 1}))  # equal to True in Python, not on the wire
+    page = out.render(-1, oldest=10, latest=None)
+    assert b'"meta":{"epoch":"e","k":5,"wm":7,"x":1}' in page
