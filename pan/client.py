@@ -37,6 +37,7 @@ import aiohttp
 
 from pan.fetcher import PageFetcher, SubscriberError, Wire
 from pan.local import LocalPublishers
+from pan.page_batches import PageBatcher
 from pan.progress import StreamProgress
 from pan.ratelimit import RateLimitedLog
 from pan.repository_client import (
@@ -91,6 +92,7 @@ class StreamSubscriber:
         allowed_hosts: frozenset[str] | None = None,
         tls: ssl.SSLContext | None = None,
         view: str = "settled",
+        batcher: PageBatcher | None = None,
     ) -> None:
         if view not in ("settled", "raw"):
             raise ValueError(f"view must be 'settled' or 'raw', got {view!r}")
@@ -117,9 +119,11 @@ class StreamSubscriber:
         #: ``wake_on_meta``: long polls also end on producer meta changes (K, wm).
         #: ``wire``: ``json`` or ``arrow`` pages over HTTP (default: Arrow when pyarrow is there).
         #: ``token``: the read token of a workflow with a secret, for the repository and the publishers (pan.auth).
+        #: ``batcher``: JSON pages go with other subscribers' to the same publisher in one request, for readers
+        #: of many streams that can wait for each other's long polls (pan/page_batches.py).
         self.fetcher = PageFetcher(
             stream, page_size=page_size, max_wait_ms=max_wait_ms, request_timeout_s=request_timeout_s,
-            local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire, token=token, tls=tls,
+            local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire, token=token, tls=tls, batcher=batcher,
         )
         self.token = token
         self.tls = tls  # HTTPS to the repositories and publishers, trusting this context's CA (pan.tls)

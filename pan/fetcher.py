@@ -27,6 +27,7 @@ import orjson
 from pan import arrow_pages
 from pan.auth import bearer
 from pan.local import DataFunction, LocalPublishers
+from pan.page_batches import PageBatcher, SubscriberRefused
 from pan.repository_client import BadAnswer, Source
 from pan.tls import scheme
 from pan.web import BadRequest, NotFound
@@ -65,9 +66,11 @@ class PageFetcher:
         wire: Wire | None = None,
         token: str | None = None,
         tls: ssl.SSLContext | None = None,
+        batcher: PageBatcher | None = None,
     ) -> None:
         """``wire``: the page format asked for over HTTP (default: ``default_wire()``); ``token``: the read token
-        of a workflow with a secret (pan.auth); ``tls``: HTTPS, trusting this context's CA (pan.tls)."""
+        of a workflow with a secret (pan.auth); ``tls``: HTTPS, trusting this context's CA (pan.tls);
+        ``batcher``: JSON pages over HTTP go with other streams' in one ``POST /pages`` (pan/page_batches.py)."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -81,6 +84,7 @@ class PageFetcher:
         self._headers = {"Accept": ACCEPT[self.wire], **bearer(token)}
         self._scheme = scheme(tls)
         self._ssl: dict[str, Any] = {} if tls is None else {"ssl": tls}
+        self.batcher = batcher if self.wire == "json" else None  # the batched answer is JSON
 
     def is_local(self, source: Source) -> bool:
         """``source`` answers in this process, without HTTP."""
@@ -111,6 +115,13 @@ class PageFetcher:
                 params["hold"] = self.hold
         if raw_generation is not None:
             params["view"], params["g"] = "raw", str(raw_generation)
+        if self.batcher is not None:
+            try:
+                page = await self.batcher.page(source, params)
+            except SubscriberRefused as exc:
+                raise SubscriberError(str(exc)) from None
+            if page is not None:
+                return _checked_page(page)
         timeout = aiohttp.ClientTimeout(total=self.max_wait_ms / 1000 + self.request_timeout_s)
         try:
             async with session.get(

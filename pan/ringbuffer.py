@@ -268,19 +268,23 @@ class RingBuffer(Generic[T]):
         """
         if self._next - 1 > index:
             return True
-        if meta:
-            if self._meta_waiter is None:
-                self._meta_waiter = asyncio.get_running_loop().create_future()
-            waiter = self._meta_waiter
-        else:
-            if self._waiter is None:
-                self._waiter = asyncio.get_running_loop().create_future()
-            waiter = self._waiter
+        waiter = self.waiter(meta=meta)
         # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await asyncio.shield(waiter)
         return self._next - 1 > index
+
+    def waiter(self, *, meta: bool = False) -> asyncio.Future[None]:
+        """The future the next append (with ``meta``: also the next ``poke``) resolves, shared by every reader
+        parked on it: never cancel it, shield it or wait on it with ``asyncio.wait``."""
+        if meta:
+            if self._meta_waiter is None:
+                self._meta_waiter = asyncio.get_running_loop().create_future()
+            return self._meta_waiter
+        if self._waiter is None:
+            self._waiter = asyncio.get_running_loop().create_future()
+        return self._waiter
 
 
 def _resolve(waiter: asyncio.Future[None] | None) -> None:

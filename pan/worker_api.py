@@ -9,9 +9,14 @@ docs/openapi-worker.yaml.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
 
 import orjson
 from aiohttp import web
@@ -42,6 +47,7 @@ if TYPE_CHECKING:
 MAX_PAGE = 100_000  # tuples per /data answer
 DEFAULT_PAGE = 10_000  # when neither l nor n is given
 MAX_WAIT_MS = 60_000
+MAX_PAGES = 1024  # streams per ``POST /pages``
 HOLDER_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 MAX_INDEX = 2**63 - 1
 #: What ``/data`` answers in, the default first: curl and browsers get JSON whatever they send.
@@ -79,6 +85,91 @@ def _input_samples(inp: InputChannel) -> list[tuple[str, str, str, float]]:
     ]
 
 
+@dataclass(frozen=True)
+class DataQuery:
+    """A `/data` request's parameters, validated."""
+
+    name: str
+    after: int
+    oldest: int | None
+    latest: int | None
+    wait_ms: int
+    wake_on_meta: bool
+    hold: str | None
+    #: The raw view of a speculative output, for a reader that has seen this retract generation; None: settled.
+    raw_generation: int | None
+
+
+def data_query(q: Mapping[str, str]) -> DataQuery:
+    """The `/data` parameters of ``q``, or ``BadRequest`` naming the first one that is wrong."""
+    name = query_str(q, "s", required=True)
+    after = query_int(q, "i", default=-1, minimum=-1, maximum=MAX_INDEX)
+    latest = query_int(q, "l", minimum=1, maximum=MAX_PAGE)
+    oldest = query_int(q, "n", minimum=1, maximum=MAX_PAGE)
+    wait_ms = query_int(q, "w", default=0, minimum=0, maximum=MAX_WAIT_MS)
+    wake_on_meta = query_bool(q, "m")
+    hold = query_str(q, "hold")
+    view = query_str(q, "view") or "settled"
+    if view not in ("settled", "raw"):
+        raise BadRequest("parameter 'view' must be 'settled' or 'raw'")
+    generation = query_int(q, "g", default=0, minimum=0, maximum=MAX_INDEX)
+    if latest is not None and oldest is not None:
+        raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
+    if hold is not None and not HOLDER_NAME.fullmatch(hold):
+        raise BadRequest("parameter 'hold' must be 1-64 letters, digits or . _ : -")
+    assert name is not None and after is not None and wait_ms is not None
+    return DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, generation if view == "raw" else None)
+
+
+def pages_body(body: bytes) -> tuple[list[str], int, bool]:
+    """The queries, ``w`` and ``m`` of a ``POST /pages`` body, or ``BadRequest``."""
+    try:
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BadRequest("the body must be a JSON object") from None
+    if not isinstance(request, dict) or not isinstance(request.get("pages"), list):
+        raise BadRequest("the body must be a JSON object with a list 'pages'")
+    pages = request["pages"]
+    if len(pages) > MAX_PAGES:
+        raise BadRequest(f"at most {MAX_PAGES} pages per request, got {len(pages)}")
+    if not all(isinstance(page, str) for page in pages):
+        raise BadRequest("each of 'pages' must be a /data query string")
+    wait_ms, wake_on_meta = request.get("w", 0), request.get("m", False)
+    if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
+        raise BadRequest(f"'w' must be an integer from 0 to {MAX_WAIT_MS}")
+    if type(wake_on_meta) is not bool:
+        raise BadRequest("'m' must be true or false")
+    return pages, wait_ms, wake_on_meta
+
+
+def _parsed(page: str) -> DataQuery | BadRequest:
+    """One ``POST /pages`` query; ``w`` and ``m`` are the request's, not the page's."""
+    q = dict(parse_qsl(page, keep_blank_values=True))
+    if "w" in q or "m" in q:
+        return BadRequest("'w' and 'm' belong to the request, not to one page")
+    try:
+        return data_query(q)
+    except BadRequest as exc:
+        return exc
+
+
+def _or_error(render: Callable[[DataQuery], bytes], query: DataQuery) -> bytes:
+    try:
+        return render(query)
+    except BadRequest as exc:
+        return _error_page(exc)
+
+
+def _error_page(exc: BadRequest) -> bytes:
+    """A page `/data` would refuse, as the error it would answer, with its status as ``code``."""
+    return orjson.dumps({"status": "error", "error": exc.message, "code": exc.status})
+
+
+def _render(stream: OutputStream, query: DataQuery) -> bytes:
+    oldest = DEFAULT_PAGE if query.latest is None and query.oldest is None else query.oldest
+    return stream.render(query.after, oldest=oldest, latest=query.latest, raw_generation=query.raw_generation)
+
+
 class WorkerApi:
     """Answers HTTP (and in-process ``/data``) requests about one worker's streams."""
 
@@ -94,6 +185,7 @@ class WorkerApi:
         self.app.add_routes(
             [
                 web.get("/data", self.handle_data),
+                web.post("/pages", self.handle_pages),
                 web.get("/streams", self.handle_streams),
                 web.get("/debug", self.handle_debug),
                 web.get("/", self.handle_debug),
@@ -105,30 +197,65 @@ class WorkerApi:
     # --- /data ----------------------------------------------------------------------
 
     async def handle_data(self, request: web.Request) -> web.Response:
-        q = request.query
-        name = query_str(q, "s", required=True)
-        after = query_int(q, "i", default=-1, minimum=-1, maximum=MAX_INDEX)
-        latest = query_int(q, "l", minimum=1, maximum=MAX_PAGE)
-        oldest = query_int(q, "n", minimum=1, maximum=MAX_PAGE)
-        wait_ms = query_int(q, "w", default=0, minimum=0, maximum=MAX_WAIT_MS)
-        wake_on_meta = query_bool(q, "m")
-        hold = query_str(q, "hold")
-        view = query_str(q, "view") or "settled"
-        if view not in ("settled", "raw"):
-            raise BadRequest("parameter 'view' must be 'settled' or 'raw'")
-        generation = query_int(q, "g", default=0, minimum=0, maximum=MAX_INDEX)
-        if latest is not None and oldest is not None:
-            raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
-        if hold is not None and not HOLDER_NAME.fullmatch(hold):
-            raise BadRequest("parameter 'hold' must be 1-64 letters, digits or . _ : -")
-        assert name is not None and after is not None and wait_ms is not None
-        raw_generation = generation if view == "raw" else None
-        body = await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation)
+        query = data_query(request.query)
+        body = await self.serve_data(query.name, query.after, query.oldest, query.latest, query.wait_ms,
+                                     query.wake_on_meta, query.hold, query.raw_generation)
         if self.arrow and choose(request.headers.get("Accept"), DATA_TYPES) == arrow_pages.ARROW_TYPE:
             encoded = _as_arrow(body)
             if encoded is not None:
                 return web.Response(body=encoded, content_type=arrow_pages.ARROW_TYPE, headers=VARY)
         return raw_json_response(body, headers=VARY)
+
+    async def handle_pages(self, request: web.Request) -> web.Response:
+        """``POST /pages``: the `/data` pages of many streams in one answer, for a reader of many streams.
+
+        The body is ``{"pages": [QUERY, ...], "w": MS, "m": BOOL}``: each QUERY is a `/data` query string
+        (without ``w`` and ``m``). The answer's ``pages`` are what `/data` would answer for each, in order,
+        or ``{"status": "error", "error": ..., "code": 400|404}`` for a query `/data` would refuse. With
+        ``w``, the answer waits until one of the streams has something new (``m``: or new meta) or ``w``
+        ms pass, as a long poll of each would. JSON only.
+        """
+        pages, wait_ms, wake_on_meta = pages_body(await request.read())
+        queries = [_parsed(page) for page in pages]
+        valid = [q for q in queries if isinstance(q, DataQuery)]
+        for query in valid:  # take every hold before waiting, as `/data` does
+            with contextlib.suppress(NotFound):
+                self._held_stream(query)
+        if wait_ms and not any(self._ready(q) for q in valid):
+            await self._wait_any([q for q in valid if q.name in self.worker.outputs], wait_ms / 1000, wake_on_meta)
+        bodies = [_error_page(q) if isinstance(q, BadRequest) else _or_error(self._page, q) for q in queries]
+        return raw_json_response(b'{"status":"ok","pages":[' + b",".join(bodies) + b"]}")
+
+    def _ready(self, query: DataQuery) -> bool:
+        """Something after ``query.after`` can be served now (an unknown stream is answered at once)."""
+        stream = self.worker.outputs.get(query.name)
+        if stream is None:
+            return True
+        if stream.settled is not None and query.raw_generation is None:
+            return stream.settled > query.after
+        return stream.buffer.last > query.after
+
+    async def _wait_any(self, queries: list[DataQuery], timeout_s: float, wake_on_meta: bool) -> None:
+        """Until one of the queried streams has something new, or the time is up."""
+        waiters = set()
+        for query in queries:
+            stream = self.worker.outputs[query.name]
+            settled_view = stream.settled is not None and query.raw_generation is None  # settling is a poke
+            waiters.add(stream.buffer.waiter(meta=wake_on_meta or settled_view))
+        if waiters:
+            await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)  # cancels none
+
+    def _held_stream(self, query: DataQuery) -> OutputStream:
+        """The queried output, holding what a ``hold`` reader has not read yet (before any wait)."""
+        stream = self.worker.outputs.get(query.name)
+        if stream is None:
+            raise NotFound(f"worker '{self.worker.spec.name}' does not publish stream '{query.name}'")
+        if query.hold is not None:
+            stream.hold(query.hold, query.after)
+        return stream
+
+    def _page(self, query: DataQuery) -> bytes:
+        return _render(self._held_stream(query), query)
 
     async def serve_data(
         self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
@@ -139,18 +266,13 @@ class WorkerApi:
         ``hold``: the reader's name, if it must lose nothing (``OutputStream.hold``). ``raw_generation``:
         the raw view of a speculative output (with the retract generation the reader has seen); None: settled.
         """
-        stream = self.worker.outputs.get(name)
-        if stream is None:
-            raise NotFound(f"worker '{self.worker.spec.name}' does not publish stream '{name}'")
-        if hold is not None:
-            stream.hold(hold, after)
-        if latest is None and oldest is None:
-            oldest = DEFAULT_PAGE
+        query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation)
+        stream = self._held_stream(query)
         if stream.settled is not None and raw_generation is None:
             await _wait_settled(stream, after, wait_ms / 1000)
         elif wait_ms and stream.buffer.last <= after:
             await stream.buffer.wait_beyond(after, wait_ms / 1000, meta=wake_on_meta)
-        return stream.render(after, oldest=oldest, latest=latest, raw_generation=raw_generation)
+        return _render(stream, query)
 
     # --- state ----------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from pan.fetcher import Wire, default_wire
 from pan.health import failed_tasks
 from pan.launcher import FAILED_FILE, log_tail
 from pan.lifeline import Lifeline
+from pan.page_batches import PageBatcher
 from pan.repository_client import RepositoryClient
 from pan.specs import Workflow
 from pan.trust import Trust
@@ -129,12 +130,16 @@ class Recorder:
         self._files: dict[str, IO[bytes]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
+        self.batcher: PageBatcher | None = None
         self.holder = f"pan-replay-{os.getpid()}-{id(self):x}"
         self.trust = Trust.of(workflow)  # a closed workflow's read token and CA
 
     async def start(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        # One request per publisher for all its streams, not one per stream (pan/page_batches.py).
+        self.batcher = PageBatcher(self._session, request_timeout_s=RECORD_REQUEST_TIMEOUT_S, token=self.trust.token,
+                                   tls=self.trust.client_tls())
         for stream in self.streams:
             self._files[stream] = (self.out_dir / f"{stream}.jsonl").open("wb")
             subscriber = StreamSubscriber(
@@ -151,6 +156,7 @@ class Recorder:
                 wire=self.wire,
                 token=self.trust.token,
                 tls=self.trust.client_tls(),
+                batcher=self.batcher,
             )
             self.subscribers[stream] = subscriber
             self._tasks.append(asyncio.create_task(self._record(stream, subscriber), name=f"record {stream}"))
@@ -199,6 +205,8 @@ class Recorder:
                 await task
         for out in self._files.values():
             out.close()
+        if self.batcher is not None:
+            await self.batcher.close()
         if self._session is not None:
             await self._session.close()
 

@@ -1,0 +1,170 @@
+"""``POST /pages`` (many streams' `/data` pages in one answer) and the ``PageBatcher`` that uses it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+
+from pan.client import StreamSubscriber
+from pan.fetcher import PageFetcher
+from pan.page_batches import PageBatcher
+from pan.repository import RepositoryServer
+from pan.repository_client import Source
+from pan.worker import Worker
+from pan.worker_api import MAX_PAGES
+from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, wait_until
+
+STREAMS = [f"S{n}" for n in range(12)]
+
+
+@pytest.fixture
+async def worker(repository: RepositoryServer, workers: WorkerGroup) -> Worker:
+    (started,) = await workers.start(make_workflow(repository.port, [forwarder("F", STREAMS, buffer_size=1000)]))
+    return started
+
+
+def fill(worker: Worker, stream: str, count: int) -> None:
+    for n in range(count):
+        worker.outputs[stream].append({"ts": 1000 + n, "k": n})
+
+
+async def post_pages(worker: Worker, body: Any) -> tuple[int, Any]:
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    async with aiohttp.ClientSession() as session, session.post(
+        f"http://{HOST}:{worker.server.port}/pages", data=data, timeout=aiohttp.ClientTimeout(total=60)
+    ) as response:
+        return response.status, orjson.loads(await response.read())
+
+
+async def test_each_page_is_what_data_answers_for_its_query(worker: Worker) -> None:
+    fill(worker, "S0", 5)
+    fill(worker, "S1", 2)
+    queries = [{"s": "S0", "i": 1, "n": 2}, {"s": "S1"}, {"s": "S0", "l": 1}, {"s": "S2", "i": -1}]
+    status, answer = await post_pages(
+        worker, {"pages": ["&".join(f"{k}={v}" for k, v in q.items()) for q in queries]})
+    assert status == 200 and answer["status"] == "ok"
+    expected = [(await get_json(f"http://{HOST}:{worker.server.port}/data", **q))[1] for q in queries]
+    assert answer["pages"] == expected
+    assert [t["i"] for t in answer["pages"][0]["tuples"]] == [2, 3]
+
+
+async def test_a_page_data_would_refuse_is_an_error_in_its_place(worker: Worker) -> None:
+    fill(worker, "S0", 1)
+    status, answer = await post_pages(worker, {"pages": ["s=S0", "s=NOPE", "s=S0&i=x", "s=S0&w=5", "i=3", "s=S0&l=1"]})
+    assert status == 200
+    pages = answer["pages"]
+    assert [p["status"] for p in pages] == ["ok", "error", "error", "error", "error", "ok"]
+    assert [p.get("code") for p in pages[1:5]] == [404, 400, 400, 400]
+    assert "NOPE" in pages[1]["error"] and "'i'" in pages[2]["error"] and "'s'" in pages[4]["error"]
+
+
+@pytest.mark.parametrize("body", [
+    b"not json",
+    b"[1, 2]",
+    {"pages": "s=S0"},
+    {"pages": [1]},
+    {"pages": ["s=S0"], "w": True},
+    {"pages": ["s=S0"], "w": -1},
+    {"pages": ["s=S0"], "w": 10**9},
+    {"pages": ["s=S0"], "m": "yes"},
+    {"pages": ["s=S0"] * (MAX_PAGES + 1)},
+])
+async def test_a_bad_body_is_refused_and_the_worker_goes_on(worker: Worker, body: Any) -> None:
+    status, answer = await post_pages(worker, body)
+    assert status == 400 and answer["status"] == "error" and answer["error"]
+    fill(worker, "S0", 1)
+    assert (await post_pages(worker, {"pages": ["s=S0"]}))[1]["pages"][0]["last"] == 0
+
+
+async def test_a_long_poll_over_many_streams_ends_when_one_of_them_gets_data(worker: Worker) -> None:
+    asyncio.get_running_loop().call_later(0.2, fill, worker, "S7", 1)
+    started = time.monotonic()
+    status, answer = await post_pages(worker, {"pages": [f"s={s}" for s in STREAMS], "w": 30_000})
+    assert status == 200
+    assert [len(p["tuples"]) for p in answer["pages"]] == [1 if s == "S7" else 0 for s in STREAMS]
+    assert time.monotonic() - started < 20  # it ended on the data, not after the 30 s wait
+
+
+# --- the batcher -----------------------------------------------------------------------
+
+
+async def read_all(stream: str, repository: RepositoryServer, session: aiohttp.ClientSession,
+                   batcher: PageBatcher | None, count: int) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+    subscriber = StreamSubscriber(stream, (HOST, repository.port), page_size=7, max_wait_ms=200, session=session,
+                                  batcher=batcher, wire="json")
+    async with subscriber:
+        async with asyncio.timeout(60):
+            async for batch in subscriber.batches():
+                got.extend(batch)
+                if len(got) >= count:
+                    return got
+    return got
+
+
+async def test_subscribers_sharing_a_batcher_read_what_they_would_alone_in_fewer_requests(
+    worker: Worker, repository: RepositoryServer
+) -> None:
+    for n, stream in enumerate(STREAMS):
+        fill(worker, stream, 30 + n)
+    async with aiohttp.ClientSession() as session:
+        alone = [await read_all(s, repository, session, None, 30 + n) for n, s in enumerate(STREAMS)]
+        batcher = PageBatcher(session, request_timeout_s=10)
+        try:
+            together = await asyncio.gather(
+                *(read_all(s, repository, session, batcher, 30 + n) for n, s in enumerate(STREAMS)))
+        finally:
+            await batcher.close()
+    assert together == alone
+    assert batcher.pages >= sum(-(-(30 + n) // 7) for n in range(len(STREAMS)))  # every page went in a batch
+    assert batcher.requests * 3 <= batcher.pages  # and they shared requests
+
+
+@pytest.fixture
+async def old_publisher() -> AsyncIterator[int]:
+    """A publisher that only has `/data` (an older peer)."""
+    page = {"status": "ok", "stream": "S", "tuples": [{"i": 0, "ts": 5}], "first": 0, "last": 0, "missed": 0,
+            "meta": {"epoch": "e"}}
+
+    async def data(_request: web.Request) -> web.Response:
+        return web.json_response(page)
+
+    app = web.Application()
+    app.add_routes([web.get("/data", data)])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, HOST, 0)
+    await site.start()
+    yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    await runner.cleanup()
+
+
+async def test_a_publisher_without_pages_is_asked_with_data(old_publisher: int) -> None:
+    source = Source(HOST, old_publisher, rep=False, lvl=0)
+    async with aiohttp.ClientSession() as session:
+        batcher = PageBatcher(session, request_timeout_s=10)
+        fetcher = PageFetcher("S", page_size=10, max_wait_ms=0, request_timeout_s=10, local=None,
+                              wake_on_meta=False, hold=None, wire="json", batcher=batcher)
+        for _ in range(2):
+            answer = await fetcher.get(session, source, -1)
+            assert answer["tuples"] == [{"i": 0, "ts": 5}]
+        await batcher.close()
+    assert batcher.unsupported == {source.endpoint} and batcher.requests == 1  # asked once, then remembered
+
+
+async def test_a_closed_batcher_fails_its_waiting_pages(worker: Worker) -> None:
+    source = Source(HOST, worker.server.port, rep=False, lvl=0)
+    async with aiohttp.ClientSession() as session:
+        batcher = PageBatcher(session, request_timeout_s=10)
+        waiting = asyncio.create_task(batcher.page(source, {"s": "S0", "i": "-1", "w": "30000"}))
+        await wait_until(lambda: batcher.requests == 1)
+        await batcher.close()
+        with pytest.raises(ConnectionError):
+            await waiting
