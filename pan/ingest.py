@@ -69,8 +69,8 @@ log = logging.getLogger(__name__)
 MAX_LINE_BYTES = 64 * 1024  # longer lines are skipped while reading, before any parsing (``oversized``)
 READ_CHUNK = 256 * 1024
 #: Below this many lines a read is cheaper line by line than as a numpy block (measured: 10 rows cost
-#: ~46 us/row as a block and ~12 line by line, 100 rows 7 and 9); a sensor's own connection in an
-#: unpaced replay sends ~10 rows per write.
+#: ~46 us/row as a block and ~12 line by line, 100 rows 7 and 9); a source on its own connection in an
+#: unpaced replay writes ~10 rows at a time.
 BLOCK_MIN_LINES = 64
 
 #: A promise of this ts ends a stream: nothing more will come (``pan simulate`` sends it when a source's data
