@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         results.update(eventloop.run(measure(files, args.reps)))
         results["parse"] = measure_parse(files, args.reps)
         results["render"] = measure_render(files, args.reps)
+        results["read_sizes"] = measure_read_sizes(files, args.reps)
     results["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     common.publish(results, args.write, SECTION, lambda: report(results))
     return 0
@@ -246,6 +247,48 @@ def measure_render(files: list[Path], reps: int) -> dict[str, Any]:
     return {"rows": len(values), "us_per_row": time_ways(ways, len(values), max(reps, 5) * 4)}
 
 
+#: Lines per read in ``measure_read_sizes``: a 200 Hz source's 50 ms slice is 10 rows, a 2 kHz one's 100.
+READ_SIZES = (1, 10, 30, 63, 64, 100, 1000)
+
+
+def measure_read_sizes(files: list[Path], reps: int) -> dict[str, Any]:
+    """Microseconds per row of the block and the per-line path by lines per read, each through a server's
+    delivery into output streams (what a read costs the forwarder), from one sensor's rows.
+
+    Why reads below ``pan.ingest.BLOCK_MIN_LINES`` lines go line by line whatever ``parse_blocks`` says.
+    """
+    from pan.decoders import encode_batches
+    from pan.ingest import BLOCK_MIN_LINES, IngestServer, IngestSettings
+    from pan.streams import OutputStream
+    from pan_debs.simulator.debs_rows import DebsCsvDecoder
+
+    lines = files[0].read_bytes().splitlines(keepends=True)
+    sid = lines[0].split(b",", 1)[0]
+    lines = [line for line in lines if line.split(b",", 1)[0] == sid][:20_000]
+    stream = f"SENSOR{int(sid)}"
+
+    def server(parse_blocks: bool) -> IngestServer:
+        out = OutputStream(stream)
+
+        def deliver(batches: dict[str, Any]) -> None:
+            for encoded in encode_batches(batches, {stream: out.next_index}, made.row_format).values():
+                out.extend_encoded(encoded)
+
+        made = IngestServer(common.HOST, 0, {stream}, deliver,
+                            settings=IngestSettings(decoder=DebsCsvDecoder, parse_blocks=parse_blocks))
+        return made
+
+    by_size: dict[str, Any] = {}
+    for size in READ_SIZES:
+        reads = [b"".join(lines[at : at + size]) for at in range(0, len(lines), size)]
+        ways: dict[str, Callable[[], Any]] = {  # one server per pass: its making is not a read's cost
+            "block": lambda reads=reads: deliver_each(server(True), reads, blocks=True),
+            "per line": lambda reads=reads: deliver_each(server(False), reads, blocks=False),
+        }
+        by_size[str(size)] = time_ways(ways, len(lines), max(reps, 5))
+    return {"stream": stream, "rows": len(lines), "block_min_lines": BLOCK_MIN_LINES, "us_per_row": by_size}
+
+
 def report(results: dict[str, Any]) -> str:
     paths, config = results["paths"], results["config"]
     table = common.markdown_table(
@@ -293,4 +336,35 @@ def report(results: dict[str, Any]) -> str:
         "Rendering the stored tuples (byte-identical outputs, checked):",
         "",
         kernels["render"],
+        *read_sizes_report(results.get("read_sizes")),
     ])
+
+
+def deliver_each(server: Any, reads: list[bytes], *, blocks: bool) -> None:
+    """Every read through ``server``'s block or per-line delivery, as its read loop would."""
+    for read in reads:
+        if blocks:
+            server._deliver_block(read)
+        else:
+            server._deliver_lines(read.split(b"\n")[:-1])
+
+
+def read_sizes_report(sizes: dict[str, Any] | None) -> list[str]:
+    if sizes is None:
+        return []
+    rows = []
+    for size, ways in sizes["us_per_row"].items():
+        block, line = ways["block"], ways["per line"]
+        rows.append([size, f"{block['median']:.2f} ({block['min']:.2f} - {block['max']:.2f})",
+                     f"{line['median']:.2f} ({line['min']:.2f} - {line['max']:.2f})",
+                     f"{line['median'] / block['median']:.2f}x"])
+    table = common.markdown_table(["Lines per read", "block us/row (min - max)", "per line us/row (min - max)",
+                                   "block speed / per line"], rows, align="rrrr")
+    return [
+        "",
+        f"By lines per read ({sizes['rows']:,} rows of `{sizes['stream']}`, each read parsed and stored into an "
+        "output stream as the forwarder does; the ways alternate). A read of fewer than "
+        f"{sizes['block_min_lines']} lines goes line by line whatever `parse_blocks` says (`BLOCK_MIN_LINES`):",
+        "",
+        table,
+    ]

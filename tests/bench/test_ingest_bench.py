@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.ingest_bench import READ_SIZES
 from pan.lifeline import shared_lifeline
 from tests.bench.test_bench_cli import ROOT, bench
 
@@ -26,8 +27,12 @@ def test_ingest_tiny_compares_both_paths_and_writes_its_section(tmp_path: Path) 
     assert "block parser (numpy)" in summary["parse"]["us_per_row"]
     assert set(summary["render"]["us_per_row"]) == {"block render (numpy gather)", "per-row %-format (per-line path)",
                                                     "dict + orjson"}
+    sizes = summary["read_sizes"]
+    assert list(sizes["us_per_row"]) == [str(n) for n in READ_SIZES] and sizes["rows"] > 0
+    assert all(ways[way]["median"] > 0 for ways in sizes["us_per_row"].values() for way in ("block", "per line"))
     text = report.read_text()
     assert "<!-- ingest-bench:start -->" in text and "Block against per-line" in text
+    assert "By lines per read" in text
 
 
 @pytest.mark.process
