@@ -29,7 +29,7 @@ async def serve_peer(workflow: Workflow, peer: str, stop: asyncio.Event) -> None
     try:
         for spec in specs:
             worker = Worker(spec, workflow.repository, local=local, replicas=workflow.replicas, trust=trust,
-                            lossless=workflow.delivery == "lossless")
+                            lossless=workflow.delivery == "lossless", batched_pulls=workflow.pulls == "batched")
             await worker.start()
             started.append(worker)
         # The ring buffers' slot lists hold millions of references. Left to the cyclic garbage

@@ -70,6 +70,9 @@ class Workflow:
     #: missed. ``lossless``: every worker input asks its publisher to hold what it has not read yet (the ring
     #: grows instead), so a slow worker delays the stream and loses nothing; for replays of recorded data.
     delivery: str = "live"
+    #: ``batched`` (default): a worker's pulls from one publisher share one ``POST /pages`` in flight
+    #: (pan/page_batches.py); ``per_stream``: one `/data` long poll per input, as before.
+    pulls: str = "batched"
 
     @property
     def repositories(self) -> list[RepositorySpec]:

@@ -35,6 +35,7 @@ from pan.channel import InputChannel
 from pan.client import StreamSubscriber
 from pan.component import Component, ComponentContext
 from pan.local import LocalPublishers
+from pan.page_batches import PageBatcher
 from pan.progress import EMPTY, StreamProgress
 from pan.repository_client import Lease, Registration, RepositoryClient
 from pan.ringbuffer import RingBuffer
@@ -45,6 +46,7 @@ from pan.web import HttpServer
 from pan.worker_api import WorkerApi
 
 PULL_WAIT_MS = 1000
+PULL_TIMEOUT_S = 5.0  # beyond the long poll's wait
 PULL_PAGE = 10_000  # a worker (e.g. a repeater) must drain a fast stream in few round trips
 INPUT_BUFFER_MIN = 20_000  # tuples per input stream
 REPOSITORY_TIMEOUT_S = 2.0
@@ -63,12 +65,14 @@ class Worker:
         replicas: Sequence[RepositorySpec] = (),
         trust: Trust = OPEN,
         lossless: bool = False,
+        batched_pulls: bool = True,
     ) -> None:
         """``replicas``: the workflow's further repositories, which the lease also registers with and the pulls
         also ask. ``trust``: the workflow's secret (the API then needs the read token, the lease is signed and
         the pulls show the token), allowed hosts (the only ones pulled from) and TLS (HTTPS both ways).
         ``lossless``: the workflow's ``delivery`` is ``lossless``; every input holds its publisher's unread tuples
-        (``/data?hold=``) instead of skipping what was overwritten."""
+        (``/data?hold=``) instead of skipping what was overwritten. ``batched_pulls``: the workflow's ``pulls``
+        is ``batched``; the inputs' pages from one publisher go in one ``POST /pages`` (pan/page_batches.py)."""
         component_type = get_component_type(spec.type)
         if component_type is None:
             raise ValueError(f"unknown worker type {spec.type!r}")
@@ -99,6 +103,8 @@ class Worker:
         self.api = WorkerApi(self)
         self.server = HttpServer(self.api.app, spec.host, spec.port, ssl_context=trust.server_tls(spec.host))
         self._session: aiohttp.ClientSession | None = None
+        self.batched_pulls = batched_pulls
+        self._batcher: PageBatcher | None = None  # made with the session
         self._tasks: asyncio.Task[None] | None = None  # runs the TaskGroup of pulls, component and lease
         self.lease: Lease | None = None  # the outputs' registration, once the port is known
         #: Tasks that ended with an error (task -> the error): the worker serves on, but says so in /health
@@ -113,6 +119,9 @@ class Worker:
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        if self.batched_pulls:
+            self._batcher = PageBatcher(self._session, request_timeout_s=PULL_TIMEOUT_S, token=self.trust.token,
+                                        tls=self.trust.client_tls())
         await self.server.start()
         if self.local is not None:
             self.local.register(self.spec.host, self.server.port, self.api.serve_data)
@@ -144,6 +153,9 @@ class Worker:
         if self.lease is not None:
             with contextlib.suppress(Exception):
                 await self.lease.release()
+        if self._batcher is not None:
+            await self._batcher.close()
+            self._batcher = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -196,6 +208,8 @@ class Worker:
             tls=self.trust.client_tls(),
             hold=hold_name(self.spec.name) if self.lossless else None,
             view="raw" if self.component.reads_raw(self.spec) else "settled",
+            request_timeout_s=PULL_TIMEOUT_S,
+            batcher=self._batcher,
         )
 
 

@@ -182,6 +182,8 @@ class WorkerApi:
         credentials = worker.trust.credentials
         self.gate = None if credentials is None else Gate(credentials)
         self.app = make_app(gate=self.gate)
+        self.batch_requests = 0  # ``POST /pages`` answered
+        self.batch_pages = 0  # the pages they carried
         self.app.add_routes(
             [
                 web.get("/data", self.handle_data),
@@ -224,6 +226,8 @@ class WorkerApi:
         if wait_ms and not any(self._ready(q) for q in valid):
             await self._wait_any([q for q in valid if q.name in self.worker.outputs], wait_ms / 1000, wake_on_meta)
         bodies = [_error_page(q) if isinstance(q, BadRequest) else _or_error(self._page, q) for q in queries]
+        self.batch_requests += 1
+        self.batch_pages += len(bodies)
         return raw_json_response(b'{"status":"ok","pages":[' + b",".join(bodies) + b"]}")
 
     def _ready(self, query: DataQuery) -> bool:
@@ -323,6 +327,8 @@ class WorkerApi:
                                   scale=1e-12, help="event time an event waited in the ordering unit")
         streams = {**worker.outputs, **worker.inputs}
         metrics.add_flat("pan_component", component, label_for=streams)
+        metrics.add("pan_batch_requests_total", self.batch_requests, "counter", "POST /pages requests answered")
+        metrics.add("pan_batch_pages_total", self.batch_pages, "counter", "pages the POST /pages answers carried")
         add_http_metrics(metrics, worker.server)
         return web.Response(body=metrics.render(), headers={"Content-Type": METRICS_TYPE})
 

@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 __all__ = ["RepositorySpec", "WorkerSpec", "Workflow", "WorkflowError", "load_workflow", "on_free_ports",
            "parse_workflow"]
 
-TOP_KEYS = {"name", "description", "repository", "workers", "auth", "allowed_hosts", "tls", "delivery"}
+TOP_KEYS = {"name", "description", "repository", "workers", "auth", "allowed_hosts", "tls", "delivery", "pulls"}
 DELIVERIES = ("live", "lossless")
+PULLS = ("batched", "per_stream")
 TLS_KEYS = {"ca", "cert", "key"}
 AUTH_KEYS = {"secret_file", "secret_env"}
 REPOSITORY_KEYS = {"host", "port", "refresh_ms"}
@@ -214,6 +215,11 @@ class _Parser:
                 workflow.delivery = data["delivery"]
             else:
                 self.bad("delivery", f"must be one of {', '.join(map(repr, DELIVERIES))}, got {data['delivery']!r:.80}")
+        if "pulls" in data:
+            if data["pulls"] in PULLS:
+                workflow.pulls = data["pulls"]
+            else:
+                self.bad("pulls", f"must be one of {', '.join(map(repr, PULLS))}, got {data['pulls']!r:.80}")
         return workflow
 
     def tls(self, raw: object) -> TlsFiles | None:

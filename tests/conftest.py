@@ -163,7 +163,8 @@ class WorkerGroup:
         for spec in workflow.workers:
             if names is None or spec.name in names:
                 worker = Worker(spec, workflow.repository, local=self.local, replicas=workflow.replicas,
-                                trust=Trust.of(workflow), lossless=workflow.delivery == "lossless")
+                                trust=Trust.of(workflow), lossless=workflow.delivery == "lossless",
+                                batched_pulls=workflow.pulls == "batched")
                 await worker.start()
                 self.workers.append(worker)
                 started.append(worker)

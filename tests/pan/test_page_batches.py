@@ -19,7 +19,8 @@ from pan.repository import RepositoryServer
 from pan.repository_client import Source
 from pan.worker import Worker
 from pan.worker_api import MAX_PAGES
-from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, wait_until
+from pan.workflow import WorkflowError, parse_workflow
+from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, repeater, wait_until, workflow_dict
 
 STREAMS = [f"S{n}" for n in range(12)]
 
@@ -168,3 +169,38 @@ async def test_a_closed_batcher_fails_its_waiting_pages(worker: Worker) -> None:
         await batcher.close()
         with pytest.raises(ConnectionError):
             await waiting
+
+
+# --- a worker's pulls ------------------------------------------------------------------
+
+
+def relay_workflow(repo_port: int, pulls: str | None) -> dict[str, Any]:
+    data = workflow_dict(repo_port, [forwarder("F", ["S0", "S1", "S2"], buffer_size=1000),
+                                     repeater("R", ["S0", "S1", "S2"], 1)])
+    if pulls is not None:
+        data["pulls"] = pulls
+    return data
+
+
+@pytest.mark.parametrize("pulls", [None, "per_stream"])
+async def test_a_worker_pulls_a_publishers_streams_in_one_request_unless_told_not_to(
+    repository: RepositoryServer, workers: WorkerGroup, pulls: str | None
+) -> None:
+    workflow = parse_workflow(relay_workflow(repository.port, pulls))
+    assert workflow.pulls == (pulls or "batched")
+    source, relay = await workers.start(workflow)  # no shared LocalPublishers: the pulls go over HTTP
+    for stream in ("S0", "S1", "S2"):
+        fill(source, stream, 40)
+    await wait_until(lambda: all(relay.outputs[s].buffer.last == 39 for s in ("S0", "S1", "S2")), timeout_s=60)
+    for stream in ("S0", "S1", "S2"):
+        page = orjson.loads(relay.outputs[stream].render(-1, oldest=100, latest=None))
+        assert [(t["i"], t["k"]) for t in page["tuples"]] == [(n, n) for n in range(40)]
+    if pulls is None:  # pages asked for while one request is out go together in the next
+        await wait_until(lambda: source.api.batch_pages > source.api.batch_requests > 0, timeout_s=60)
+    else:
+        assert source.api.batch_requests == 0
+
+
+def test_pulls_must_be_batched_or_per_stream() -> None:
+    with pytest.raises(WorkflowError, match="pulls"):
+        parse_workflow(relay_workflow(9000, "sometimes"))
