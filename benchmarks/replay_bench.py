@@ -56,7 +56,8 @@ TARGET_ROWS_PER_S = 150_000  # issue 5: 10x real time on the 2-core machine
 PS = 10**12
 KINDS = {"replay": ("driver", "replay driver"), "run": ("launcher", "launcher (pan run)"),
          "repository": ("repository", "repository")}  # `pan COMMAND` -> (kind, name)
-LAYOUT_TITLES = {"by_peer": "as in the workflow", "by_worker": "one worker per process"}
+LAYOUT_TITLES = {"by_peer": "as in the workflow", "per_stream": "as in the workflow, pulls per stream",
+                 "by_worker": "one worker per process"}
 #: py-spy attaches this long after every producer of the workflow has registered: the driver feeds from then
 #: on (a fixed time from the start profiled the imports of a slow start instead, at load 10 and more).
 PROFILE_AFTER_S = 2.0
@@ -74,6 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workflow", default=str(query_delay.ROOT / "workflows" / "full_game_3_peers.json"))
     p.add_argument("--per-worker", action="store_true",
                    help="also replay a variant with every worker on its own peer (CPU per worker)")
+    p.add_argument("--per-stream-pulls", action="store_true",
+                   help='also replay a variant with "pulls": "per_stream" (one /data long poll per worker input '
+                        "instead of one POST /pages per publisher), interleaved with the workflow's own")
     p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
                    help=f"sample every peer with py-spy for SECONDS, starting {PROFILE_AFTER_S:g} s after every "
                         "producer has registered (as in the workflow only), and report where the time goes")
@@ -93,6 +97,13 @@ def one_worker_per_peer(source: Path, out: Path) -> Path:
     data = json.loads(Path(source).read_text())
     data["workers"] = [{**worker, "peer": worker["name"]} for worker in data["workers"]]
     out.write_text(json.dumps(data))
+    return out
+
+
+def with_per_stream_pulls(source: Path, out: Path) -> Path:
+    """``source`` with ``"pulls": "per_stream"``, written to ``out``."""
+    data = json.loads(Path(source).read_text())
+    out.write_text(json.dumps({**data, "pulls": "per_stream"}))
     return out
 
 
@@ -331,6 +342,7 @@ def run(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {
         **common.run_header("replay"),
         "config": {"workflow": source.name, "match": query_delay.match_text(args), "per_worker": args.per_worker,
+                   "per_stream_pulls": args.per_stream_pulls,
                    "sample_s": SAMPLE_S, "profile_s": args.profile, "wires": args.wires, "reps": args.reps},
         "runs": {},
     }
@@ -340,23 +352,28 @@ def run(args: argparse.Namespace) -> int:
         data = query_delay.prepare_data(args, work)
         span_s = event_time_s(data)
         layouts = {"by_peer": source}
+        if args.per_stream_pulls:
+            layouts["per_stream"] = with_per_stream_pulls(source, work / "per_stream_pulls.json")
         if args.per_worker:
             layouts["by_worker"] = one_worker_per_peer(source, work / "one_worker_per_peer.json")
+        moved: dict[str, Path] = {}
         for layout, workflow in layouts.items():
-            run_dir = work / layout
-            run_dir.mkdir()
-            moved = query_delay.on_free_ports_copy(workflow, run_dir)
-            by_wire: dict[str, list[dict[str, Any]]] = {wire: [] for wire in args.wires}
-            for rep in range(args.reps):
-                for wire in args.wires:  # interleaved: json, arrow, json, arrow, ...
-                    result = measure(moved, data, run_dir / f"{wire}-{rep}", span_s, wire)
-                    by_wire[wire].append(result)
+            (work / layout).mkdir()
+            moved[layout] = query_delay.on_free_ports_copy(workflow, work / layout)
+        by_run: dict[str, dict[str, list[dict[str, Any]]]] = {
+            layout: {wire: [] for wire in args.wires} for layout in layouts}
+        for rep in range(args.reps):
+            for layout in layouts:  # interleaved: layouts and wires take turns in every repetition
+                for wire in args.wires:
+                    result = measure(moved[layout], data, work / layout / f"{wire}-{rep}", span_s, wire)
+                    by_run[layout][wire].append(result)
                     digests.add(result["recording_sha256"])
                     print(f"replay {layout} {wire} {rep + 1}/{args.reps} ({result['peers']} peers): "
                           f"{result['input_rows']:,} rows in {result['feed_s']:.1f} s = {result['rows_per_s']:,.0f} "
                           f"rows/s ({result['real_time_multiple']}x real time), CPU {result['cpu_total_s']:.1f} s, "
                           f"load {result['load_avg_before'][0]:.2f} -> {result['load_avg_after'][0]:.2f}",
                           file=sys.stderr, flush=True)
+        for layout, by_wire in by_run.items():
             entry: dict[str, Any] = {"title": LAYOUT_TITLES[layout],
                                      "wires": {wire: summarize(runs) for wire, runs in by_wire.items()}}
             if "json" in by_wire and "arrow" in by_wire:
@@ -364,7 +381,8 @@ def run(args: argparse.Namespace) -> int:
                                                        entry["wires"]["json"]["rows_per_s_median"])
             if args.profile > 0 and layout == "by_peer":  # extra runs, so that py-spy slows no measured one
                 for wire in args.wires:
-                    profiled = measure(moved, data, run_dir / f"{wire}-profile", span_s, wire, args.profile)
+                    profiled = measure(moved[layout], data, work / layout / f"{wire}-profile", span_s, wire,
+                                       args.profile)
                     entry["wires"][wire]["profile"] = profiled["profile"]
             results["runs"][layout] = entry
         if args.floor_reps > 0:
@@ -469,6 +487,12 @@ def report(results: dict[str, Any]) -> str:
         "The replay driver is the simulator plus the recorder (one subscriber per output stream, decoding each page "
         "and writing every tuple as a JSON line); the launcher only watches its children.",
     ]
+    if "per_stream" in runs:
+        ratios = [f"{runs['by_peer']['wires'][wire]['rows_per_s_median'] / s['rows_per_s_median']:.2f}x over {wire}"
+                  for wire, s in runs["per_stream"]["wires"].items() if s["rows_per_s_median"]]
+        lines += ["", "Batched pulls (the workflow's own, one `POST /pages` in flight per worker and publisher) "
+                  "against one `/data` long poll per input (`\"pulls\": \"per_stream\"`), rows/s medians: "
+                  + ", ".join(ratios) + "."]
     if "by_worker" in runs:
         lines.append("With one worker per process the totals differ from the workflow's own layout: workers of one "
                      "peer pull from each other in-process (`pan/local.py`), whereas one worker per process pulls "

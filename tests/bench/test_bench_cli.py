@@ -275,6 +275,11 @@ def test_replay_bench_names_processes_and_puts_every_worker_on_its_own_peer(tmp_
     split = replay_bench.workers_by_peer(replay_bench.one_worker_per_peer(source, tmp_path / "wf.json"))
     names = [w for workers in replay_bench.workers_by_peer(source).values() for w in workers]
     assert split == {name: [name] for name in names} and len(names) > 3
+    from pan.workflow import load_workflow
+
+    assert load_workflow(source).pulls == "batched"
+    per_stream = load_workflow(replay_bench.with_per_stream_pulls(source, tmp_path / "per_stream.json"))
+    assert per_stream.pulls == "per_stream" and sorted(w.name for w in per_stream.workers) == sorted(names)
 
 
 @pytest.mark.heavy
