@@ -232,6 +232,17 @@ def publish(
         print(f"kept the raw results in {kept}", file=sys.stderr)
 
 
+def with_per_stream_pulls(source: Path, out: Path) -> Path:
+    """The workflow ``source`` with ``"pulls": "per_stream"`` (one `/data` long poll per worker input instead of
+    one ``POST /pages`` per publisher), written to ``out``: the alternative `pan bench replay` and
+    `pan bench distribution` compare the workflow's own pulls with."""
+    import json
+
+    data = json.loads(Path(source).read_text())
+    out.write_text(json.dumps({**data, "pulls": "per_stream"}))
+    return out
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> str:
     """``align``: one char per column, 'l' or 'r' (default: first left, rest right)."""
     align = align or "l" + "r" * (len(header) - 1)

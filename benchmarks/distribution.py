@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=5, metavar="N",
                    help="real-time runs per workflow and wire format; each lasts as long as the match")
     wires.add_argument(p)
+    p.add_argument("--per-stream-pulls", action="store_true",
+                   help='also run each workflow with "pulls": "per_stream" (one /data long poll per worker input '
+                        "instead of one POST /pages per publisher), interleaved with its own")
     query_delay.add_replay_arguments(p, "20 s of match per workflow, no Spark: a few minutes for all four")
 
 
@@ -72,20 +75,26 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="pan-distribution-") as tmp:
         work = Path(tmp)
         data = query_delay.prepare_data(args, work)  # one match for every distribution
+        variants = [(Path(source), False) for source in args.workflows]
+        if args.per_stream_pulls:
+            variants = [(source, per_stream) for source, _ in variants for per_stream in (False, True)]
         for rep in range(args.reps):
-            for source in map(Path, args.workflows):
+            for source, per_stream in variants:
+                name = f"{source.stem} (pulls per stream)" if per_stream else source.stem
                 for wire in args.wires:  # interleaved: json, arrow, json, arrow, ...
-                    run_dir = work / f"{source.stem}-{wire}-{rep}"
+                    run_dir = work / f"{source.stem}-{int(per_stream)}-{wire}-{rep}"
                     run_dir.mkdir()
+                    workflow = query_delay.on_free_ports_copy(source, run_dir)
+                    if per_stream:
+                        workflow = common.with_per_stream_pulls(workflow, workflow)
                     before = wires.load_avg()
                     with wires.chosen(wire):  # inherited by `pan run`, its peers and the observer
-                        result = eventloop.run(measure_one(query_delay.on_free_ports_copy(source, run_dir), data,
-                                                           run_dir))
+                        result = eventloop.run(measure_one(workflow, data, run_dir))
                     result.update(load_avg_before=before, load_avg_after=wires.load_avg())
-                    by_run.setdefault(source.stem, {}).setdefault(wire, []).append(result)
+                    by_run.setdefault(name, {}).setdefault(wire, []).append(result)
                     cells = ", ".join(f"{s} p50 {common.fmt(d['p50_ms'])} ms n={d['received']}"
                                       for s, d in result["streams"].items())
-                    print(f"distribution {source.stem} {wire} {rep + 1}/{args.reps} ({result['peers']} peers, load "
+                    print(f"distribution {name} {wire} {rep + 1}/{args.reps} ({result['peers']} peers, load "
                           f"{before[0]:.2f} -> {result['load_avg_after'][0]:.2f}): {cells}", file=sys.stderr,
                           flush=True)
     results: dict[str, Any] = {

@@ -278,7 +278,7 @@ def test_replay_bench_names_processes_and_puts_every_worker_on_its_own_peer(tmp_
     from pan.workflow import load_workflow
 
     assert load_workflow(source).pulls == "batched"
-    per_stream = load_workflow(replay_bench.with_per_stream_pulls(source, tmp_path / "per_stream.json"))
+    per_stream = load_workflow(common.with_per_stream_pulls(source, tmp_path / "per_stream.json"))
     assert per_stream.pulls == "per_stream" and sorted(w.name for w in per_stream.workers) == sorted(names)
 
 
