@@ -118,7 +118,8 @@ def plot_runs(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def peer_counts(results: dict[str, Any]) -> str:
     """``3, 6, 8 and 14``: the distributions measured."""
-    counts = [str(next(iter(per_wire.values()))["peers"]) for per_wire in results["workflows"].values()]
+    counts = list(dict.fromkeys(str(next(iter(per_wire.values()))["peers"])
+                                for per_wire in results["workflows"].values()))  # a variant counts once
     return counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} and {counts[-1]}"
 
 
