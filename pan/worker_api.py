@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl
 
 import orjson
 from aiohttp import web
@@ -24,6 +21,7 @@ from aiohttp import web
 from pan import arrow_pages, pages
 from pan.accept import choose
 from pan.auth import Gate
+from pan.data_query import DEFAULT_PAGE, DataQuery, data_query, error_page, page_query, pages_body
 from pan.metrics import CONTENT_TYPE as METRICS_TYPE
 from pan.metrics import MetricsText
 from pan.web import (
@@ -33,9 +31,6 @@ from pan.web import (
     add_http_metrics,
     json_response,
     make_app,
-    query_bool,
-    query_int,
-    query_str,
     raw_json_response,
 )
 
@@ -44,12 +39,6 @@ if TYPE_CHECKING:
     from pan.streams import OutputStream
     from pan.worker import Worker
 
-MAX_PAGE = 100_000  # tuples per /data answer
-DEFAULT_PAGE = 10_000  # when neither l nor n is given
-MAX_WAIT_MS = 60_000
-MAX_PAGES = 1024  # streams per ``POST /pages``
-HOLDER_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
-MAX_INDEX = 2**63 - 1
 #: What ``/data`` answers in, the default first: curl and browsers get JSON whatever they send.
 DATA_TYPES = (JSON_TYPE, arrow_pages.ARROW_TYPE)
 VARY = {"Vary": "Accept"}
@@ -85,84 +74,11 @@ def _input_samples(inp: InputChannel) -> list[tuple[str, str, str, float]]:
     ]
 
 
-@dataclass(frozen=True)
-class DataQuery:
-    """A `/data` request's parameters, validated."""
-
-    name: str
-    after: int
-    oldest: int | None
-    latest: int | None
-    wait_ms: int
-    wake_on_meta: bool
-    hold: str | None
-    #: The raw view of a speculative output, for a reader that has seen this retract generation; None: settled.
-    raw_generation: int | None
-
-
-def data_query(q: Mapping[str, str]) -> DataQuery:
-    """The `/data` parameters of ``q``, or ``BadRequest`` naming the first one that is wrong."""
-    name = query_str(q, "s", required=True)
-    after = query_int(q, "i", default=-1, minimum=-1, maximum=MAX_INDEX)
-    latest = query_int(q, "l", minimum=1, maximum=MAX_PAGE)
-    oldest = query_int(q, "n", minimum=1, maximum=MAX_PAGE)
-    wait_ms = query_int(q, "w", default=0, minimum=0, maximum=MAX_WAIT_MS)
-    wake_on_meta = query_bool(q, "m")
-    hold = query_str(q, "hold")
-    view = query_str(q, "view") or "settled"
-    if view not in ("settled", "raw"):
-        raise BadRequest("parameter 'view' must be 'settled' or 'raw'")
-    generation = query_int(q, "g", default=0, minimum=0, maximum=MAX_INDEX)
-    if latest is not None and oldest is not None:
-        raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
-    if hold is not None and not HOLDER_NAME.fullmatch(hold):
-        raise BadRequest("parameter 'hold' must be 1-64 letters, digits or . _ : -")
-    assert name is not None and after is not None and wait_ms is not None
-    return DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, generation if view == "raw" else None)
-
-
-def pages_body(body: bytes) -> tuple[list[str], int, bool]:
-    """The queries, ``w`` and ``m`` of a ``POST /pages`` body, or ``BadRequest``."""
-    try:
-        request = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise BadRequest("the body must be a JSON object") from None
-    if not isinstance(request, dict) or not isinstance(request.get("pages"), list):
-        raise BadRequest("the body must be a JSON object with a list 'pages'")
-    pages = request["pages"]
-    if len(pages) > MAX_PAGES:
-        raise BadRequest(f"at most {MAX_PAGES} pages per request, got {len(pages)}")
-    if not all(isinstance(page, str) for page in pages):
-        raise BadRequest("each of 'pages' must be a /data query string")
-    wait_ms, wake_on_meta = request.get("w", 0), request.get("m", False)
-    if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
-        raise BadRequest(f"'w' must be an integer from 0 to {MAX_WAIT_MS}")
-    if type(wake_on_meta) is not bool:
-        raise BadRequest("'m' must be true or false")
-    return pages, wait_ms, wake_on_meta
-
-
-def _parsed(page: str) -> DataQuery | BadRequest:
-    """One ``POST /pages`` query; ``w`` and ``m`` are the request's, not the page's."""
-    q = dict(parse_qsl(page, keep_blank_values=True))
-    if "w" in q or "m" in q:
-        return BadRequest("'w' and 'm' belong to the request, not to one page")
-    try:
-        return data_query(q)
-    except BadRequest as exc:
-        return exc
-
-
 def _or_error(render: Callable[[DataQuery], bytes], query: DataQuery) -> bytes:
     try:
         return render(query)
     except BadRequest as exc:
-        return _error_page(exc)
-
-
-def _error_page(exc: BadRequest) -> bytes:
-    """A page `/data` would refuse, as the error it would answer, with its status as ``code``."""
-    return orjson.dumps({"status": "error", "error": exc.message, "code": exc.status})
+        return error_page(exc)
 
 
 def _render(stream: OutputStream, query: DataQuery) -> bytes:
@@ -218,14 +134,14 @@ class WorkerApi:
         ms pass, as a long poll of each would. JSON only.
         """
         pages, wait_ms, wake_on_meta = pages_body(await request.read())
-        queries = [_parsed(page) for page in pages]
+        queries = [page_query(page) for page in pages]
         valid = [q for q in queries if isinstance(q, DataQuery)]
         for query in valid:  # take every hold before waiting, as `/data` does
             with contextlib.suppress(NotFound):
                 self._held_stream(query)
         if wait_ms and not any(self._ready(q) for q in valid):
             await self._wait_any([q for q in valid if q.name in self.worker.outputs], wait_ms / 1000, wake_on_meta)
-        bodies = [_error_page(q) if isinstance(q, BadRequest) else _or_error(self._page, q) for q in queries]
+        bodies = [error_page(q) if isinstance(q, BadRequest) else _or_error(self._page, q) for q in queries]
         self.batch_requests += 1
         self.batch_pages += len(bodies)
         return raw_json_response(b'{"status":"ok","pages":[' + b",".join(bodies) + b"]}")

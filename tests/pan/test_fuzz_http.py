@@ -32,7 +32,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from pan.worker_api import DEFAULT_PAGE, MAX_PAGE
+from pan.data_query import DEFAULT_PAGE, MAX_PAGE
 from tests.conftest import sensor_row
 from tests.support.fuzz_grammar import (
     BATCH,

@@ -13,12 +13,12 @@ import pytest
 from aiohttp import web
 
 from pan.client import StreamSubscriber
+from pan.data_query import MAX_PAGES
 from pan.fetcher import PageFetcher
 from pan.page_batches import PageBatcher
 from pan.repository import RepositoryServer
 from pan.repository_client import Source
 from pan.worker import Worker
-from pan.worker_api import MAX_PAGES
 from pan.workflow import WorkflowError, parse_workflow
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, repeater, wait_until, workflow_dict
 
