@@ -232,14 +232,26 @@ def publish(
         print(f"kept the raw results in {kept}", file=sys.stderr)
 
 
-def with_per_stream_pulls(source: Path, out: Path) -> Path:
-    """The workflow ``source`` with ``"pulls": "per_stream"`` (one `/data` long poll per worker input instead of
-    one ``POST /pages`` per publisher), written to ``out``: the alternative `pan bench replay` and
-    `pan bench distribution` compare the workflow's own pulls with."""
+PULLS = ("batched", "per_stream")
+
+
+def parse_pulls(text: str) -> list[str]:
+    """``batched,per_stream`` -> the worker pull modes to compare, in that order (an argparse type)."""
+    import argparse
+
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    if not modes or any(m not in PULLS for m in modes) or len(set(modes)) != len(modes):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated choice of {', '.join(PULLS)}, got {text!r}")
+    return modes
+
+
+def with_pulls(source: Path, out: Path, pulls: str) -> Path:
+    """The workflow ``source`` with its ``pulls`` set (``batched``: one ``POST /pages`` in flight per worker and
+    publisher; ``per_stream``: one `/data` long poll per input), written to ``out``."""
     import json
 
     data = json.loads(Path(source).read_text())
-    out.write_text(json.dumps({**data, "pulls": "per_stream"}))
+    out.write_text(json.dumps({**data, "pulls": pulls}))
     return out
 
 

@@ -39,9 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=5, metavar="N",
                    help="real-time runs per workflow and wire format; each lasts as long as the match")
     wires.add_argument(p)
-    p.add_argument("--per-stream-pulls", action="store_true",
-                   help='also run each workflow with "pulls": "per_stream" (one /data long poll per worker input '
-                        "instead of one POST /pages per publisher), interleaved with its own")
+    p.add_argument("--pulls", type=common.parse_pulls, default=None, metavar="P[,P]",
+                   help="run each workflow with each of these worker pulls (batched: one POST /pages in flight per "
+                        "publisher; per_stream: one /data long poll per input), interleaved (default: as it says)")
     query_delay.add_replay_arguments(p, "20 s of match per workflow, no Spark: a few minutes for all four")
 
 
@@ -75,18 +75,16 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="pan-distribution-") as tmp:
         work = Path(tmp)
         data = query_delay.prepare_data(args, work)  # one match for every distribution
-        variants = [(Path(source), False) for source in args.workflows]
-        if args.per_stream_pulls:
-            variants = [(source, per_stream) for source, _ in variants for per_stream in (False, True)]
+        variants = [(Path(source), pulls) for source in args.workflows for pulls in (args.pulls or [None])]
         for rep in range(args.reps):
-            for source, per_stream in variants:
-                name = f"{source.stem} (pulls per stream)" if per_stream else source.stem
+            for source, pulls in variants:
+                name = source.stem if pulls is None else f"{source.stem} ({pulls} pulls)"
                 for wire in args.wires:  # interleaved: json, arrow, json, arrow, ...
-                    run_dir = work / f"{source.stem}-{int(per_stream)}-{wire}-{rep}"
+                    run_dir = work / f"{source.stem}-{pulls}-{wire}-{rep}"
                     run_dir.mkdir()
                     workflow = query_delay.on_free_ports_copy(source, run_dir)
-                    if per_stream:
-                        workflow = common.with_per_stream_pulls(workflow, workflow)
+                    if pulls is not None:
+                        workflow = common.with_pulls(workflow, workflow, pulls)
                     before = wires.load_avg()
                     with wires.chosen(wire):  # inherited by `pan run`, its peers and the observer
                         result = eventloop.run(measure_one(workflow, data, run_dir))

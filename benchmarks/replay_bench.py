@@ -56,8 +56,8 @@ TARGET_ROWS_PER_S = 150_000  # issue 5: 10x real time on the 2-core machine
 PS = 10**12
 KINDS = {"replay": ("driver", "replay driver"), "run": ("launcher", "launcher (pan run)"),
          "repository": ("repository", "repository")}  # `pan COMMAND` -> (kind, name)
-LAYOUT_TITLES = {"by_peer": "as in the workflow", "per_stream": "as in the workflow, pulls per stream",
-                 "by_worker": "one worker per process"}
+LAYOUT_TITLES = {"by_peer": "as in the workflow", "pulls_batched": "as in the workflow, batched pulls",
+                 "pulls_per_stream": "as in the workflow, pulls per stream", "by_worker": "one worker per process"}
 #: py-spy attaches this long after every producer of the workflow has registered: the driver feeds from then
 #: on (a fixed time from the start profiled the imports of a slow start instead, at load 10 and more).
 PROFILE_AFTER_S = 2.0
@@ -75,9 +75,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workflow", default=str(query_delay.ROOT / "workflows" / "full_game_3_peers.json"))
     p.add_argument("--per-worker", action="store_true",
                    help="also replay a variant with every worker on its own peer (CPU per worker)")
-    p.add_argument("--per-stream-pulls", action="store_true",
-                   help='also replay a variant with "pulls": "per_stream" (one /data long poll per worker input '
-                        "instead of one POST /pages per publisher), interleaved with the workflow's own")
+    p.add_argument("--pulls", type=common.parse_pulls, default=None, metavar="P[,P]",
+                   help="replay the workflow with each of these worker pulls (batched: one POST /pages in flight "
+                        "per publisher; per_stream: one /data long poll per input), interleaved (default: as the "
+                        "workflow says)")
     p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
                    help=f"sample every peer with py-spy for SECONDS, starting {PROFILE_AFTER_S:g} s after every "
                         "producer has registered (as in the workflow only), and report where the time goes")
@@ -335,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {
         **common.run_header("replay"),
         "config": {"workflow": source.name, "match": query_delay.match_text(args), "per_worker": args.per_worker,
-                   "per_stream_pulls": args.per_stream_pulls,
+                   "pulls": args.pulls,
                    "sample_s": SAMPLE_S, "profile_s": args.profile, "wires": args.wires, "reps": args.reps},
         "runs": {},
     }
@@ -345,8 +346,9 @@ def run(args: argparse.Namespace) -> int:
         data = query_delay.prepare_data(args, work)
         span_s = event_time_s(data)
         layouts = {"by_peer": source}
-        if args.per_stream_pulls:
-            layouts["per_stream"] = common.with_per_stream_pulls(source, work / "per_stream_pulls.json")
+        if args.pulls:
+            layouts = {f"pulls_{mode}": common.with_pulls(source, work / f"pulls_{mode}.json", mode)
+                       for mode in args.pulls}
         if args.per_worker:
             layouts["by_worker"] = one_worker_per_peer(source, work / "one_worker_per_peer.json")
         moved: dict[str, Path] = {}
@@ -372,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
             if "json" in by_wire and "arrow" in by_wire:
                 entry["arrow_over_json"] = wires.ratio(entry["wires"]["arrow"]["rows_per_s_median"],
                                                        entry["wires"]["json"]["rows_per_s_median"])
-            if args.profile > 0 and layout == "by_peer":  # extra runs, so that py-spy slows no measured one
+            if args.profile > 0 and layout == next(iter(layouts)):  # extra runs: py-spy slows no measured one
                 for wire in args.wires:
                     profiled = measure(moved[layout], data, work / layout / f"{wire}-profile", span_s, wire,
                                        args.profile)
@@ -480,13 +482,12 @@ def report(results: dict[str, Any]) -> str:
         "The replay driver is the simulator plus the recorder (one subscriber per output stream, decoding each page "
         "and writing every tuple as a JSON line); the launcher only watches its children.",
     ]
-    if "per_stream" in runs and "json" in runs["per_stream"]["wires"]:
+    if {"pulls_batched", "pulls_per_stream"} <= set(runs) and "json" in runs["pulls_batched"]["wires"]:
         batched, per_stream = (runs[layout]["wires"]["json"]["rows_per_s_median"]
-                               for layout in ("by_peer", "per_stream"))
-        lines += ["", "Batched pulls (the workflow's own, one `POST /pages` in flight per worker and publisher) "
-                  "against one `/data` long poll per input (`\"pulls\": \"per_stream\"`), JSON rows/s medians: "
-                  f"{batched / per_stream:.2f}x. Over Arrow both layouts pull per stream (a batched answer is JSON), "
-                  "so their Arrow rows differ only by chance."]
+                               for layout in ("pulls_batched", "pulls_per_stream"))
+        lines += ["", "Batched pulls (one `POST /pages` in flight per worker and publisher) against one `/data` "
+                  f"long poll per input, JSON rows/s medians: {batched / per_stream:.2f}x. Over Arrow both pull per "
+                  "stream (a batched answer is JSON), so their Arrow rows differ only by chance."]
     if "by_worker" in runs:
         lines.append("With one worker per process the totals differ from the workflow's own layout: workers of one "
                      "peer pull from each other in-process (`pan/local.py`), whereas one worker per process pulls "

@@ -70,9 +70,10 @@ class Workflow:
     #: missed. ``lossless``: every worker input asks its publisher to hold what it has not read yet (the ring
     #: grows instead), so a slow worker delays the stream and loses nothing; for replays of recorded data.
     delivery: str = "live"
-    #: ``batched`` (default): a worker's pulls from one publisher share one ``POST /pages`` in flight
-    #: (pan/page_batches.py); ``per_stream``: one `/data` long poll per input, as before.
-    pulls: str = "batched"
+    #: ``per_stream`` (default): one `/data` long poll per input. ``batched``: a worker's pulls from one publisher
+    #: share one ``POST /pages`` in flight (pan/page_batches.py): far less CPU across processes, but K notices
+    #: then no longer reliably arrive before the late events they announce (docs/benchmarks.md, "Distribution").
+    pulls: str = "per_stream"
 
     @property
     def repositories(self) -> list[RepositorySpec]:

@@ -182,12 +182,12 @@ def relay_workflow(repo_port: int, pulls: str | None) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize("pulls", [None, "per_stream"])
-async def test_a_worker_pulls_a_publishers_streams_in_one_request_unless_told_not_to(
+@pytest.mark.parametrize("pulls", ["batched", "per_stream", None])
+async def test_a_worker_pulls_a_publishers_streams_in_one_request_when_told_to(
     repository: RepositoryServer, workers: WorkerGroup, pulls: str | None
 ) -> None:
     workflow = parse_workflow(relay_workflow(repository.port, pulls))
-    assert workflow.pulls == (pulls or "batched")
+    assert workflow.pulls == (pulls or "per_stream")
     source, relay = await workers.start(workflow)  # no shared LocalPublishers: the pulls go over HTTP
     for stream in ("S0", "S1", "S2"):
         fill(source, stream, 40)
@@ -195,7 +195,7 @@ async def test_a_worker_pulls_a_publishers_streams_in_one_request_unless_told_no
     for stream in ("S0", "S1", "S2"):
         page = orjson.loads(relay.outputs[stream].render(-1, oldest=100, latest=None))
         assert [(t["i"], t["k"]) for t in page["tuples"]] == [(n, n) for n in range(40)]
-    if pulls is None:  # pages asked for while one request is out go together in the next
+    if pulls == "batched":  # pages asked for while one request is out go together in the next
         await wait_until(lambda: source.api.batch_pages > source.api.batch_requests > 0, timeout_s=60)
     else:
         assert source.api.batch_requests == 0
