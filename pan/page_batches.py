@@ -26,11 +26,14 @@ import aiohttp
 import orjson
 
 from pan.auth import bearer
+from pan.data_query import MAX_PAGES
 from pan.repository_client import BadAnswer, Source
 from pan.tls import scheme
 
 #: Answers of a publisher that has no ``POST /pages``: ask it page by page.
 NO_ROUTE = (404, 405)
+#: Pages per request: what a publisher takes; more wait for the next request.
+PAGES_PER_REQUEST = MAX_PAGES
 
 Pending = list[tuple[dict[str, str], "asyncio.Future[dict[str, Any] | None]"]]
 
@@ -88,6 +91,8 @@ class PageBatcher:
         endpoint = source.endpoint
         try:
             while pending := self._pending.pop(endpoint, None):
+                if len(pending) > PAGES_PER_REQUEST:  # the rest go next, with what is asked for meanwhile
+                    pending, self._pending[endpoint] = pending[:PAGES_PER_REQUEST], pending[PAGES_PER_REQUEST:]
                 try:
                     await self._send(source, pending)
                 except asyncio.CancelledError:

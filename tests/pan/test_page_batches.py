@@ -12,6 +12,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from pan import page_batches
 from pan.client import StreamSubscriber
 from pan.data_query import MAX_PAGES
 from pan.fetcher import PageFetcher
@@ -126,6 +127,30 @@ async def test_subscribers_sharing_a_batcher_read_what_they_would_alone_in_fewer
     assert together == alone
     assert batcher.pages >= sum(-(-(30 + n) // 7) for n in range(len(STREAMS)))  # every page went in a batch
     assert batcher.requests * 3 <= batcher.pages  # and they shared requests
+
+
+async def test_no_request_carries_more_pages_than_a_publisher_takes(
+    worker: Worker, repository: RepositoryServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(page_batches, "PAGES_PER_REQUEST", 5)
+    sizes: list[int] = []
+    send = PageBatcher._send
+
+    async def counted(self: PageBatcher, source: Source, pending: page_batches.Pending) -> None:
+        sizes.append(len(pending))
+        await send(self, source, pending)
+
+    monkeypatch.setattr(PageBatcher, "_send", counted)
+    for stream in STREAMS:
+        fill(worker, stream, 10)
+    async with aiohttp.ClientSession() as session:
+        batcher = PageBatcher(session, request_timeout_s=10)
+        try:
+            got = await asyncio.gather(*(read_all(s, repository, session, batcher, 10) for s in STREAMS))
+        finally:
+            await batcher.close()
+    assert [[t["k"] for t in tuples] for tuples in got] == [list(range(10))] * len(STREAMS)
+    assert sum(sizes) >= len(STREAMS) and max(sizes) <= 5
 
 
 @pytest.fixture
