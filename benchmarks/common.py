@@ -235,14 +235,19 @@ def publish(
 PULLS = ("batched", "per_stream")
 
 
-def parse_pulls(text: str) -> list[str]:
-    """``batched,per_stream`` -> the worker pull modes to compare, in that order (an argparse type)."""
+def comma_choices(text: str, choices: Sequence[str]) -> list[str]:
+    """``a,b`` -> those of ``choices``, in that order; anything else is an argparse error, not a traceback."""
     import argparse
 
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    if not modes or any(m not in PULLS for m in modes) or len(set(modes)) != len(modes):
-        raise argparse.ArgumentTypeError(f"expected a comma-separated choice of {', '.join(PULLS)}, got {text!r}")
-    return modes
+    picked = [c.strip().lower() for c in text.split(",") if c.strip()]
+    if not picked or any(c not in choices for c in picked) or len(set(picked)) != len(picked):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated choice of {', '.join(choices)}, got {text!r}")
+    return picked
+
+
+def parse_pulls(text: str) -> list[str]:
+    """``batched,per_stream`` -> the worker pull modes to compare, in that order (an argparse type)."""
+    return comma_choices(text, PULLS)
 
 
 def with_pulls(source: Path, out: Path, pulls: str) -> Path:

@@ -14,6 +14,8 @@ import os
 import statistics
 from collections.abc import Iterator, Sequence
 
+from benchmarks import common
+
 WIRES = ("json", "arrow")
 
 
@@ -24,11 +26,7 @@ def add_argument(p: argparse.ArgumentParser) -> None:
 
 def parse(text: str) -> list[str]:
     """``json,arrow`` -> the formats, in that order; anything else is an argparse error, not a traceback."""
-    wires = [w.strip().lower() for w in text.split(",") if w.strip()]
-    unknown = [w for w in wires if w not in WIRES]
-    if not wires or unknown or len(set(wires)) != len(wires):
-        raise argparse.ArgumentTypeError(f"expected a comma-separated choice of {', '.join(WIRES)}, got {text!r}")
-    return wires
+    return common.comma_choices(text, WIRES)
 
 
 def check_available(wires: Sequence[str]) -> str | None:

@@ -80,15 +80,12 @@ def pages_body(body: bytes) -> tuple[list[str], int, bool]:
     return pages, wait_ms, wake_on_meta
 
 
-def page_query(page: str) -> DataQuery | BadRequest:
-    """One ``POST /pages`` query; ``w`` and ``m`` are the request's, not the page's."""
+def page_query(page: str) -> DataQuery:
+    """One ``POST /pages`` query, or ``BadRequest``; ``w`` and ``m`` are the request's, not the page's."""
     q = dict(parse_qsl(page, keep_blank_values=True))
     if "w" in q or "m" in q:
-        return BadRequest("'w' and 'm' belong to the request, not to one page")
-    try:
-        return data_query(q)
-    except BadRequest as exc:
-        return exc
+        raise BadRequest("'w' and 'm' belong to the request, not to one page")
+    return data_query(q)
 
 
 def error_page(exc: BadRequest) -> bytes:

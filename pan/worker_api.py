@@ -10,9 +10,7 @@ docs/openapi-worker.yaml.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -75,11 +73,19 @@ def _input_samples(inp: InputChannel) -> list[tuple[str, str, str, float]]:
     ]
 
 
-def _or_error(render: Callable[[DataQuery], bytes], query: DataQuery) -> bytes:
-    try:
-        return render(query)
-    except BadRequest as exc:
-        return error_page(exc)
+def _ready(stream: OutputStream, query: DataQuery) -> bool:
+    """Something after ``query.after`` can be served now."""
+    if stream.settled is not None and query.raw_generation is None:
+        return stream.settled > query.after
+    return stream.buffer.last > query.after
+
+
+async def _wait_any(targets: list[tuple[DataQuery, OutputStream]], timeout_s: float, wake_on_meta: bool) -> None:
+    """Until one of the queried streams has something new, or the time is up."""
+    waiters = {stream.buffer.waiter(meta=wake_on_meta or (stream.settled is not None and query.raw_generation is None))
+               for query, stream in targets}  # settling a speculative output is a poke
+    if waiters:
+        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)  # cancels none
 
 
 def _render(stream: OutputStream, query: DataQuery) -> bytes:
@@ -135,36 +141,22 @@ class WorkerApi:
         ms pass, as a long poll of each would. JSON only.
         """
         pages, wait_ms, wake_on_meta = pages_body(await request.read())
-        queries = [page_query(page) for page in pages]
-        valid = [q for q in queries if isinstance(q, DataQuery)]
-        for query in valid:  # take every hold before waiting, as `/data` does
-            with contextlib.suppress(NotFound):
-                self._held_stream(query)
-        if wait_ms and not any(self._ready(q) for q in valid):
-            await self._wait_any([q for q in valid if q.name in self.worker.outputs], wait_ms / 1000, wake_on_meta)
-        bodies = [error_page(q) if isinstance(q, BadRequest) else _or_error(self._page, q) for q in queries]
+        targets = [self._target(page) for page in pages]  # holds are taken here, before any wait
+        live = [t for t in targets if type(t) is tuple]
+        if wait_ms and not any(_ready(stream, query) for query, stream in live):
+            await _wait_any(live, wait_ms / 1000, wake_on_meta)
+        bodies = [t if type(t) is bytes else _render(t[1], t[0]) for t in targets]
         self.batch_requests += 1
         self.batch_pages += len(bodies)
         return raw_json_response(b'{"status":"ok","pages":[' + b",".join(bodies) + b"]}")
 
-    def _ready(self, query: DataQuery) -> bool:
-        """Something after ``query.after`` can be served now (an unknown stream is answered at once)."""
-        stream = self.worker.outputs.get(query.name)
-        if stream is None:
-            return True
-        if stream.settled is not None and query.raw_generation is None:
-            return stream.settled > query.after
-        return stream.buffer.last > query.after
-
-    async def _wait_any(self, queries: list[DataQuery], timeout_s: float, wake_on_meta: bool) -> None:
-        """Until one of the queried streams has something new, or the time is up."""
-        waiters = set()
-        for query in queries:
-            stream = self.worker.outputs[query.name]
-            settled_view = stream.settled is not None and query.raw_generation is None  # settling is a poke
-            waiters.add(stream.buffer.waiter(meta=wake_on_meta or settled_view))
-        if waiters:
-            await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)  # cancels none
+    def _target(self, page: str) -> tuple[DataQuery, OutputStream] | bytes:
+        """One ``POST /pages`` query and its (held) stream, or the error page `/data` would answer."""
+        try:
+            query = page_query(page)
+            return query, self._held_stream(query)
+        except BadRequest as exc:
+            return error_page(exc)
 
     def _held_stream(self, query: DataQuery) -> OutputStream:
         """The queried output, holding what a ``hold`` reader has not read yet (before any wait)."""
@@ -174,9 +166,6 @@ class WorkerApi:
         if query.hold is not None:
             stream.hold(query.hold, query.after)
         return stream
-
-    def _page(self, query: DataQuery) -> bytes:
-        return _render(self._held_stream(query), query)
 
     async def serve_data(
         self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
