@@ -2,17 +2,21 @@
 
 A reader of hundreds of streams (the replay's recorder, a dashboard) would
 otherwise make one HTTP request per stream and long poll, and the requests,
-not the tuples, would be most of its CPU and of its publishers'. As Kafka's
-fetcher asks each broker once for all the partitions it leads, a
-``PageBatcher`` shared by the subscribers of one session keeps one request in
-flight per publisher: every page asked for while it is out goes in the next
-one. Each subscriber keeps its own position, failover and checks
+not the tuples, would be most of its CPU and of its publishers'. A
+``PageBatcher`` shared by the subscribers of one session sends every page
+asked for of one publisher in the same event-loop round as one request. Each
+subscriber keeps its own position, failover and checks
 (``pan.subscription``); only the transport is shared.
 
-The price is latency: a page asked for while a long poll to the same
-publisher is out waits for it. So batching is for readers that are not
-latency-bound, and it is asked for explicitly. A publisher without
-``/pages`` (an older peer) is asked with `/data` from then on.
+A page never waits for a request that is already out: that request may be a
+long poll on streams that stay quiet, and the page's own stream may have data
+now. (An earlier version kept one request in flight per publisher, as Kafka's
+fetcher does per broker; a quiet stream's long poll then held back its
+busy neighbours by up to the wait, and K notices came too late.) So a page
+asked for while a request is out starts the next one. Subscribers that are
+answered together ask again together and stay coalesced; the rest cost what
+they would cost with `/data`. A publisher without ``/pages`` (an older peer)
+is asked with `/data` from then on.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class SubscriberRefused(Exception):
 
 
 class PageBatcher:
-    """One ``POST /pages`` in flight per publisher, carrying every page asked for meanwhile."""
+    """Every page asked for of one publisher in one event-loop round goes in one ``POST /pages``."""
 
     def __init__(
         self,
@@ -58,8 +62,9 @@ class PageBatcher:
         self._headers = {"Accept": "application/json", **bearer(token)}
         self._scheme = scheme(tls)
         self._ssl: dict[str, Any] = {} if tls is None else {"ssl": tls}
-        self._pending: dict[str, Pending] = {}
-        self._senders: dict[str, asyncio.Task[None]] = {}
+        #: Per publisher, the pages asked for that no request carries yet.
+        self._unsent: dict[str, Pending] = {}
+        self._senders: set[asyncio.Task[None]] = set()
         #: Publishers that answered ``POST /pages`` with 404 or 405.
         self.unsupported: set[str] = set()
         self.requests = 0  # POSTs sent
@@ -76,32 +81,33 @@ class PageBatcher:
         if endpoint in self.unsupported:
             return None
         future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
-        self._pending.setdefault(endpoint, []).append((query, future))
-        if endpoint not in self._senders:  # it starts next loop round: pages asked for meanwhile go along
-            self._senders[endpoint] = asyncio.create_task(self._send_all(source), name=f"pages {endpoint}")
+        unsent = self._unsent.get(endpoint)
+        if unsent is None or len(unsent) >= PAGES_PER_REQUEST:
+            # A new request; it is sent next loop round, and the pages asked for meanwhile go along.
+            unsent = self._unsent[endpoint] = []
+            sender = asyncio.create_task(self._send_later(source, unsent), name=f"pages {endpoint}")
+            self._senders.add(sender)
+            sender.add_done_callback(self._senders.discard)
+        unsent.append((query, future))
         return await future
 
     async def close(self) -> None:
-        senders = list(self._senders.values())
+        senders = list(self._senders)
         for task in senders:
             task.cancel()
         await asyncio.gather(*senders, return_exceptions=True)
 
-    async def _send_all(self, source: Source) -> None:
-        endpoint = source.endpoint
+    async def _send_later(self, source: Source, pending: Pending) -> None:
+        """Send ``pending`` (filled until now) as one request; every future hears how it ended."""
+        if self._unsent.get(source.endpoint) is pending:  # from now on, pages go in a new request
+            del self._unsent[source.endpoint]
         try:
-            while pending := self._pending.pop(endpoint, None):
-                if len(pending) > PAGES_PER_REQUEST:  # the rest go next, with what is asked for meanwhile
-                    pending, self._pending[endpoint] = pending[:PAGES_PER_REQUEST], pending[PAGES_PER_REQUEST:]
-                try:
-                    await self._send(source, pending)
-                except asyncio.CancelledError:
-                    _fail(pending, ConnectionError("the page batcher was closed"))
-                    raise
-                except Exception as exc:  # every future must hear how its request ended
-                    _fail(pending, exc)
-        finally:
-            del self._senders[endpoint]
+            await self._send(source, pending)
+        except asyncio.CancelledError:
+            _fail(pending, ConnectionError("the page batcher was closed"))
+            raise
+        except Exception as exc:  # every future must hear how its request ended
+            _fail(pending, exc)
 
     async def _send(self, source: Source, pending: Pending) -> None:
         """One ``POST /pages`` for ``pending``; each future gets its page, or the failure."""

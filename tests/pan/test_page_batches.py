@@ -153,6 +153,25 @@ async def test_no_request_carries_more_pages_than_a_publisher_takes(
     assert sum(sizes) >= len(STREAMS) and max(sizes) <= 5
 
 
+async def test_a_page_never_waits_for_a_long_poll_already_out(worker: Worker) -> None:
+    """A quiet stream's long poll must not hold back a busy stream of the same publisher: with one request
+    in flight per publisher, the busy page waited for the quiet one's full wait, and K notices came late."""
+    fill(worker, "S1", 3)
+    source = Source(HOST, worker.server.port, rep=False, lvl=0)
+    async with aiohttp.ClientSession() as session:
+        batcher = PageBatcher(session, request_timeout_s=10)
+        try:
+            quiet = asyncio.create_task(batcher.page(source, {"s": "S0", "i": "-1", "w": "60000"}))
+            await wait_until(lambda: batcher.requests == 1)
+            busy = await asyncio.wait_for(batcher.page(source, {"s": "S1", "i": "-1", "w": "60000"}), 30)
+            assert [t["k"] for t in busy["tuples"]] == [0, 1, 2]
+            assert not quiet.done() and batcher.requests == 2
+        finally:
+            await batcher.close()
+    with pytest.raises(ConnectionError):
+        await quiet
+
+
 @pytest.fixture
 async def old_publisher() -> AsyncIterator[int]:
     """A publisher that only has `/data` (an older peer)."""
