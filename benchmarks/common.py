@@ -245,14 +245,18 @@ def comma_choices(text: str, choices: Sequence[str]) -> list[str]:
     return picked
 
 
+#: What the two worker pull modes are, for the benchmarks' ``--pulls`` help.
+PULLS_HELP = ("batched: a worker's pulls of one publisher in one loop round share a POST /pages; "
+              "per_stream: one /data long poll per input")
+
+
 def parse_pulls(text: str) -> list[str]:
     """``batched,per_stream`` -> the worker pull modes to compare, in that order (an argparse type)."""
     return comma_choices(text, PULLS)
 
 
 def with_pulls(source: Path, out: Path, pulls: str) -> Path:
-    """The workflow ``source`` with its ``pulls`` set (``batched``: one ``POST /pages`` in flight per worker and
-    publisher; ``per_stream``: one `/data` long poll per input), written to ``out``."""
+    """The workflow ``source`` with its ``pulls`` set (see ``PULLS_HELP``), written to ``out``."""
     import json
 
     data = json.loads(Path(source).read_text())

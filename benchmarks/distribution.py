@@ -40,8 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="real-time runs per workflow and wire format; each lasts as long as the match")
     wires.add_argument(p)
     p.add_argument("--pulls", type=common.parse_pulls, default=None, metavar="P[,P]",
-                   help="run each workflow with each of these worker pulls (batched: one POST /pages in flight per "
-                        "publisher; per_stream: one /data long poll per input), interleaved (default: as it says)")
+                   help=f"run each workflow with each of these worker pulls ({common.PULLS_HELP}), interleaved "
+                        "(default: as it says)")
     query_delay.add_replay_arguments(p, "20 s of match per workflow, no Spark: a few minutes for all four")
 
 

@@ -76,9 +76,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-worker", action="store_true",
                    help="also replay a variant with every worker on its own peer (CPU per worker)")
     p.add_argument("--pulls", type=common.parse_pulls, default=None, metavar="P[,P]",
-                   help="replay the workflow with each of these worker pulls (batched: one POST /pages in flight "
-                        "per publisher; per_stream: one /data long poll per input), interleaved (default: as the "
-                        "workflow says)")
+                   help=f"replay the workflow with each of these worker pulls ({common.PULLS_HELP}), "
+                        "interleaved (default: as the workflow says)")
     p.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
                    help=f"sample every peer with py-spy for SECONDS, starting {PROFILE_AFTER_S:g} s after every "
                         "producer has registered (as in the workflow only), and report where the time goes")

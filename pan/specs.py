@@ -70,10 +70,11 @@ class Workflow:
     #: missed. ``lossless``: every worker input asks its publisher to hold what it has not read yet (the ring
     #: grows instead), so a slow worker delays the stream and loses nothing; for replays of recorded data.
     delivery: str = "live"
-    #: ``per_stream`` (default): one `/data` long poll per input. ``batched``: a worker's pulls from one publisher
-    #: share one ``POST /pages`` in flight (pan/page_batches.py): far less CPU across processes, but K notices
-    #: then no longer reliably arrive before the late events they announce (docs/benchmarks.md, "Distribution").
-    pulls: str = "per_stream"
+    #: ``batched`` (default): a worker's pulls of one publisher asked for in the same event-loop round share one
+    #: ``POST /pages`` (pan/page_batches.py): fewer requests, so less CPU and a shorter query delay where most
+    #: pulls cross processes (docs/benchmarks.md, "Distribution"). ``per_stream``: one `/data` long poll per input.
+    #: Over Arrow (``PAN_WIRE=arrow``) every pull is per stream: a batched answer is JSON.
+    pulls: str = "batched"
 
     @property
     def repositories(self) -> list[RepositorySpec]:

@@ -277,9 +277,9 @@ def test_replay_bench_names_processes_and_puts_every_worker_on_its_own_peer(tmp_
     assert split == {name: [name] for name in names} and len(names) > 3
     from pan.workflow import load_workflow
 
-    assert load_workflow(source).pulls == "per_stream"
-    batched = load_workflow(common.with_pulls(source, tmp_path / "batched.json", "batched"))
-    assert batched.pulls == "batched" and sorted(w.name for w in batched.workers) == sorted(names)
+    assert load_workflow(source).pulls == "batched"
+    per_stream = load_workflow(common.with_pulls(source, tmp_path / "per_stream.json", "per_stream"))
+    assert per_stream.pulls == "per_stream" and sorted(w.name for w in per_stream.workers) == sorted(names)
     assert common.parse_pulls("batched,per_stream") == ["batched", "per_stream"]
     for bad in ("", "sometimes", "batched,batched"):
         with pytest.raises(argparse.ArgumentTypeError):

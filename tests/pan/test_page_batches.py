@@ -227,11 +227,11 @@ def relay_workflow(repo_port: int, pulls: str | None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("pulls", ["batched", "per_stream", None])
-async def test_a_worker_pulls_a_publishers_streams_in_one_request_when_told_to(
+async def test_a_worker_pulls_a_publishers_streams_in_one_request_unless_told_not_to(
     repository: RepositoryServer, workers: WorkerGroup, pulls: str | None
 ) -> None:
     workflow = parse_workflow(relay_workflow(repository.port, pulls))
-    assert workflow.pulls == (pulls or "per_stream")
+    assert workflow.pulls == (pulls or "batched")
     source, relay = await workers.start(workflow)  # no shared LocalPublishers: the pulls go over HTTP
     for stream in ("S0", "S1", "S2"):
         fill(source, stream, 40)
@@ -239,7 +239,7 @@ async def test_a_worker_pulls_a_publishers_streams_in_one_request_when_told_to(
     for stream in ("S0", "S1", "S2"):
         page = orjson.loads(relay.outputs[stream].render(-1, oldest=100, latest=None))
         assert [(t["i"], t["k"]) for t in page["tuples"]] == [(n, n) for n in range(40)]
-    if pulls == "batched":  # pages asked for while one request is out go together in the next
+    if pulls != "per_stream":  # the pages asked for in one loop round go together
         await wait_until(lambda: source.api.batch_pages > source.api.batch_requests > 0, timeout_s=60)
     else:
         assert source.api.batch_requests == 0
