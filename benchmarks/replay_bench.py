@@ -484,7 +484,8 @@ def report(results: dict[str, Any]) -> str:
     if {"pulls_batched", "pulls_per_stream"} <= set(runs) and "json" in runs["pulls_batched"]["wires"]:
         batched, per_stream = (runs[layout]["wires"]["json"]["rows_per_s_median"]
                                for layout in ("pulls_batched", "pulls_per_stream"))
-        lines += ["", "Batched pulls (one `POST /pages` in flight per worker and publisher) against one `/data` "
+        lines += ["", "Batched pulls (a worker's pages of one publisher asked for in one loop round share a "
+                  "`POST /pages`) against one `/data` "
                   f"long poll per input, JSON rows/s medians: {batched / per_stream:.2f}x. Over Arrow both pull per "
                   "stream (a batched answer is JSON), so their Arrow rows differ only by chance."]
     if "by_worker" in runs:
