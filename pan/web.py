@@ -18,7 +18,7 @@ import logging
 import re
 import socket
 import ssl
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -572,15 +572,26 @@ def add_http_metrics(metrics: MetricsText, server: HttpServer) -> None:
                         reason=reason)
 
 
+#: Ports this process handed out lately. The kernel may give a port that was just released to the next
+#: bind, so two calls in a row (a worker's port, then its ingest port) could return the same one.
+_RECENT_PORTS: deque[int] = deque(maxlen=4096)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port that was free a moment ago (for tests and launch scripts)."""
     return free_ports(1, host)[0]
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` ports that were free a moment ago, all different: they are held together while chosen."""
+    """``count`` ports that were free a moment ago, all different, and none handed out lately by this process:
+    they are held together while chosen."""
     with contextlib.ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
-        for sock in sockets:
-            sock.bind((host, 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
+        chosen: list[int] = []
+        while len(chosen) < count:
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))  # held until all are chosen, so the kernel gives a new one each time
+            port = int(sock.getsockname()[1])
+            if port not in _RECENT_PORTS:
+                chosen.append(port)
+        _RECENT_PORTS.extend(chosen)
+        return chosen

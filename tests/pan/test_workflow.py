@@ -9,6 +9,7 @@ import pytest
 
 from pan.cli import main
 from pan.specs import WorkflowError
+from pan.web import free_port, free_ports
 from pan.workflow import load_workflow, on_free_ports, parse_workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,6 +217,14 @@ SHIPPED = [p for p in sorted((ROOT / "workflows").glob("*.json")) if "workers" i
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_shipped_workflows_are_valid(path: Path) -> None:
     load_workflow(path)
+
+
+def test_free_port_called_again_and_again_never_repeats_a_port() -> None:
+    """Tests build workflows port by port; the kernel may hand a just-released port to the next bind (CI saw a
+    forwarder get its own HTTP port as its ingest port). 2,000 draws from ~28,000 ephemeral ports would repeat
+    one about 70 times by chance."""
+    ports = [free_port() for _ in range(2000)] + free_ports(50)
+    assert len(set(ports)) == len(ports)
 
 
 def test_free_ports_of_a_large_workflow_are_all_different() -> None:
