@@ -15,14 +15,20 @@ fetcher does per broker; a quiet stream's long poll then held back its
 busy neighbours by up to the wait, and K notices came too late.) So a page
 asked for while a request is out starts the next one. Subscribers that are
 answered together ask again together and stay coalesced; the rest cost what
-they would cost with `/data`. A publisher without ``/pages`` (an older peer)
-is asked with `/data` from then on.
+they would cost with `/data`.
+
+A reader that is not latency-bound (the replay's recorder, whose subscribers
+each linger before asking again, so hardly two ask in the same round) sets
+``one_request_out``: then a page asked for while a request is out waits for it
+and goes in the next, the fewest requests. A publisher without ``/pages`` (an
+older peer) is asked with `/data` from then on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
+from collections import deque
 from typing import Any
 from urllib.parse import urlencode
 
@@ -47,7 +53,10 @@ class SubscriberRefused(Exception):
 
 
 class PageBatcher:
-    """Every page asked for of one publisher in one event-loop round goes in one ``POST /pages``."""
+    """Every page asked for of one publisher in one event-loop round goes in one ``POST /pages``.
+
+    ``one_request_out``: at most one request per publisher is out; pages asked for meanwhile wait for it.
+    """
 
     def __init__(
         self,
@@ -56,15 +65,19 @@ class PageBatcher:
         request_timeout_s: float,
         token: str | None = None,
         tls: ssl.SSLContext | None = None,
+        one_request_out: bool = False,
     ) -> None:
         self.session = session
+        self.one_request_out = one_request_out
         self.request_timeout_s = request_timeout_s
         self._headers = {"Accept": "application/json", **bearer(token)}
         self._scheme = scheme(tls)
         self._ssl: dict[str, Any] = {} if tls is None else {"ssl": tls}
-        #: Per publisher, the pages asked for that no request carries yet.
-        self._unsent: dict[str, Pending] = {}
+        #: Per publisher, the pages asked for that no request carries yet, as the requests they will make.
+        self._unsent: dict[str, deque[Pending]] = {}
         self._senders: set[asyncio.Task[None]] = set()
+        #: With ``one_request_out``: the publishers whose sender is running (it takes the next pages too).
+        self._sending: set[str] = set()
         #: Publishers that answered ``POST /pages`` with 404 or 405.
         self.unsupported: set[str] = set()
         self.requests = 0  # POSTs sent
@@ -81,14 +94,16 @@ class PageBatcher:
         if endpoint in self.unsupported:
             return None
         future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
-        unsent = self._unsent.get(endpoint)
-        if unsent is None or len(unsent) >= PAGES_PER_REQUEST:
+        unsent = self._unsent.setdefault(endpoint, deque())
+        if not unsent or len(unsent[-1]) >= PAGES_PER_REQUEST:
             # A new request; it is sent next loop round, and the pages asked for meanwhile go along.
-            unsent = self._unsent[endpoint] = []
-            sender = asyncio.create_task(self._send_later(source, unsent), name=f"pages {endpoint}")
-            self._senders.add(sender)
-            sender.add_done_callback(self._senders.discard)
-        unsent.append((query, future))
+            unsent.append([])
+            if not (self.one_request_out and endpoint in self._sending):
+                self._sending.add(endpoint)
+                sender = asyncio.create_task(self._send_later(source), name=f"pages {endpoint}")
+                self._senders.add(sender)
+                sender.add_done_callback(self._senders.discard)
+        unsent[-1].append((query, future))
         return await future
 
     async def close(self) -> None:
@@ -96,18 +111,29 @@ class PageBatcher:
         for task in senders:
             task.cancel()
         await asyncio.gather(*senders, return_exceptions=True)
+        for unsent in self._unsent.values():
+            while unsent:
+                _fail(unsent.popleft(), ConnectionError("the page batcher was closed"))
 
-    async def _send_later(self, source: Source, pending: Pending) -> None:
-        """Send ``pending`` (filled until now) as one request; every future hears how it ended."""
-        if self._unsent.get(source.endpoint) is pending:  # from now on, pages go in a new request
-            del self._unsent[source.endpoint]
+    async def _send_later(self, source: Source) -> None:
+        """Send the oldest unsent request of ``source`` (its pages asked for until now), and with
+        ``one_request_out`` then the next ones, one at a time; every future hears how its request ended."""
+        endpoint = source.endpoint
+        unsent = self._unsent[endpoint]
         try:
-            await self._send(source, pending)
-        except asyncio.CancelledError:
-            _fail(pending, ConnectionError("the page batcher was closed"))
-            raise
-        except Exception as exc:  # every future must hear how its request ended
-            _fail(pending, exc)
+            while unsent:
+                pending = unsent.popleft()  # from now on, pages go in a new request
+                try:
+                    await self._send(source, pending)
+                except asyncio.CancelledError:
+                    _fail(pending, ConnectionError("the page batcher was closed"))
+                    raise
+                except Exception as exc:  # every future must hear how its request ended
+                    _fail(pending, exc)
+                if not self.one_request_out:
+                    return
+        finally:
+            self._sending.discard(endpoint)
 
     async def _send(self, source: Source, pending: Pending) -> None:
         """One ``POST /pages`` for ``pending``; each future gets its page, or the failure."""

@@ -137,9 +137,11 @@ class Recorder:
     async def start(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        # One request per publisher for all its streams, not one per stream (pan/page_batches.py).
+        # One request per publisher for all its streams, not one per stream (pan/page_batches.py). Each
+        # subscriber lingers before asking again, so hardly two ask in the same loop round: they wait for the
+        # request that is out instead, recording is not latency-bound.
         self.batcher = PageBatcher(self._session, request_timeout_s=RECORD_REQUEST_TIMEOUT_S, token=self.trust.token,
-                                   tls=self.trust.client_tls())
+                                   tls=self.trust.client_tls(), one_request_out=True)
         for stream in self.streams:
             self._files[stream] = (self.out_dir / f"{stream}.jsonl").open("wb")
             subscriber = StreamSubscriber(

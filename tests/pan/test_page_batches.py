@@ -111,14 +111,15 @@ async def read_all(stream: str, repository: RepositoryServer, session: aiohttp.C
     return got
 
 
+@pytest.mark.parametrize("one_out", [False, True], ids=["per-round", "one-request-out"])
 async def test_subscribers_sharing_a_batcher_read_what_they_would_alone_in_fewer_requests(
-    worker: Worker, repository: RepositoryServer
+    worker: Worker, repository: RepositoryServer, one_out: bool
 ) -> None:
     for n, stream in enumerate(STREAMS):
         fill(worker, stream, 30 + n)
     async with aiohttp.ClientSession() as session:
         alone = [await read_all(s, repository, session, None, 30 + n) for n, s in enumerate(STREAMS)]
-        batcher = PageBatcher(session, request_timeout_s=10)
+        batcher = PageBatcher(session, request_timeout_s=10, one_request_out=one_out)
         try:
             together = await asyncio.gather(
                 *(read_all(s, repository, session, batcher, 30 + n) for n, s in enumerate(STREAMS)))
@@ -129,8 +130,9 @@ async def test_subscribers_sharing_a_batcher_read_what_they_would_alone_in_fewer
     assert batcher.requests * 3 <= batcher.pages  # and they shared requests
 
 
+@pytest.mark.parametrize("one_out", [False, True], ids=["per-round", "one-request-out"])
 async def test_no_request_carries_more_pages_than_a_publisher_takes(
-    worker: Worker, repository: RepositoryServer, monkeypatch: pytest.MonkeyPatch
+    worker: Worker, repository: RepositoryServer, monkeypatch: pytest.MonkeyPatch, one_out: bool
 ) -> None:
     monkeypatch.setattr(page_batches, "PAGES_PER_REQUEST", 5)
     sizes: list[int] = []
@@ -144,7 +146,7 @@ async def test_no_request_carries_more_pages_than_a_publisher_takes(
     for stream in STREAMS:
         fill(worker, stream, 10)
     async with aiohttp.ClientSession() as session:
-        batcher = PageBatcher(session, request_timeout_s=10)
+        batcher = PageBatcher(session, request_timeout_s=10, one_request_out=one_out)
         try:
             got = await asyncio.gather(*(read_all(s, repository, session, batcher, 10) for s in STREAMS))
         finally:
@@ -170,6 +172,39 @@ async def test_a_page_never_waits_for_a_long_poll_already_out(worker: Worker) ->
             await batcher.close()
     with pytest.raises(ConnectionError):
         await quiet
+
+
+async def test_with_one_request_out_a_page_waits_for_the_request_out(worker: Worker) -> None:
+    fill(worker, "S1", 3)
+    source = Source(HOST, worker.server.port, rep=False, lvl=0)
+    async with aiohttp.ClientSession() as session:
+        batcher = PageBatcher(session, request_timeout_s=10, one_request_out=True)
+        try:
+            quiet = asyncio.create_task(batcher.page(source, {"s": "S0", "i": "-1", "w": "60000"}))
+            await wait_until(lambda: batcher.requests == 1)
+            busy = asyncio.create_task(batcher.page(source, {"s": "S1", "i": "-1", "w": "60000"}))
+            await wait_until(lambda: sum(map(len, batcher._unsent[source.endpoint])) == 1)
+            assert len(batcher._senders) == 1 and not busy.done()  # no second request: it waits
+            fill(worker, "S0", 1)  # ends the long poll; the busy page goes in the next request
+            quiet_page, busy_page = await asyncio.wait_for(asyncio.gather(quiet, busy), 30)
+        finally:
+            await batcher.close()
+    assert [t["k"] for t in quiet_page["tuples"]] == [0] and [t["k"] for t in busy_page["tuples"]] == [0, 1, 2]
+    assert batcher.requests == 2
+
+
+async def test_closing_fails_the_pages_waiting_for_a_request_out(worker: Worker) -> None:
+    source = Source(HOST, worker.server.port, rep=False, lvl=0)
+    async with aiohttp.ClientSession() as session:
+        batcher = PageBatcher(session, request_timeout_s=10, one_request_out=True)
+        out = asyncio.create_task(batcher.page(source, {"s": "S0", "i": "-1", "w": "60000"}))
+        await wait_until(lambda: batcher.requests == 1)
+        waiting = asyncio.create_task(batcher.page(source, {"s": "S1", "i": "-1", "w": "60000"}))
+        await wait_until(lambda: sum(map(len, batcher._unsent[source.endpoint])) == 1)
+        await batcher.close()
+    for task in (out, waiting):
+        with pytest.raises(ConnectionError):
+            await task
 
 
 @pytest.fixture
