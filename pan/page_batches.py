@@ -98,13 +98,17 @@ class PageBatcher:
         if not unsent or len(unsent[-1]) >= PAGES_PER_REQUEST:
             # A new request; it is sent next loop round, and the pages asked for meanwhile go along.
             unsent.append([])
-            if not (self.one_request_out and endpoint in self._sending):
-                self._sending.add(endpoint)
-                sender = asyncio.create_task(self._send_later(source), name=f"pages {endpoint}")
-                self._senders.add(sender)
-                sender.add_done_callback(self._senders.discard)
+            if not self.one_request_out or endpoint not in self._sending:
+                self._start_sender(source)
         unsent[-1].append((query, future))
         return await future
+
+    def _start_sender(self, source: Source) -> None:
+        if self.one_request_out:
+            self._sending.add(source.endpoint)
+        sender = asyncio.create_task(self._send_later(source), name=f"pages {source.endpoint}")
+        self._senders.add(sender)
+        sender.add_done_callback(self._senders.discard)
 
     async def close(self) -> None:
         senders = list(self._senders)
@@ -133,7 +137,8 @@ class PageBatcher:
                 if not self.one_request_out:
                     return
         finally:
-            self._sending.discard(endpoint)
+            if self.one_request_out:
+                self._sending.discard(endpoint)
 
     async def _send(self, source: Source, pending: Pending) -> None:
         """One ``POST /pages`` for ``pending``; each future gets its page, or the failure."""
