@@ -65,7 +65,7 @@ class Worker:
         replicas: Sequence[RepositorySpec] = (),
         trust: Trust = OPEN,
         lossless: bool = False,
-        batched_pulls: bool = False,
+        batched_pulls: bool = True,
     ) -> None:
         """``replicas``: the workflow's further repositories, which the lease also registers with and the pulls
         also ask. ``trust``: the workflow's secret (the API then needs the read token, the lease is signed and

@@ -155,6 +155,22 @@ async def test_no_request_carries_more_pages_than_a_publisher_takes(
     assert sum(sizes) >= len(STREAMS) and max(sizes) <= 5
 
 
+def long_poll(batcher: PageBatcher, source: Source, stream: str) -> asyncio.Task[dict[str, Any] | None]:
+    """A page of ``stream`` from its start, waiting up to a minute for data."""
+    return asyncio.create_task(batcher.page(source, {"s": stream, "i": "-1", "w": "60000"}))
+
+
+async def quiet_long_poll_out(batcher: PageBatcher, source: Source) -> asyncio.Task[dict[str, Any] | None]:
+    """A long poll on the empty stream S0, once its request is out."""
+    task = long_poll(batcher, source, "S0")
+    await wait_until(lambda: batcher.requests == 1)
+    return task
+
+
+def unsent_pages(batcher: PageBatcher, source: Source) -> int:
+    return sum(map(len, batcher._unsent[source.endpoint]))
+
+
 async def test_a_page_never_waits_for_a_long_poll_already_out(worker: Worker) -> None:
     """A quiet stream's long poll must not hold back a busy stream of the same publisher: with one request
     in flight per publisher, the busy page waited for the quiet one's full wait, and K notices came late."""
@@ -163,9 +179,8 @@ async def test_a_page_never_waits_for_a_long_poll_already_out(worker: Worker) ->
     async with aiohttp.ClientSession() as session:
         batcher = PageBatcher(session, request_timeout_s=10)
         try:
-            quiet = asyncio.create_task(batcher.page(source, {"s": "S0", "i": "-1", "w": "60000"}))
-            await wait_until(lambda: batcher.requests == 1)
-            busy = await asyncio.wait_for(batcher.page(source, {"s": "S1", "i": "-1", "w": "60000"}), 30)
+            quiet = await quiet_long_poll_out(batcher, source)
+            busy = await asyncio.wait_for(long_poll(batcher, source, "S1"), 30)
             assert [t["k"] for t in busy["tuples"]] == [0, 1, 2]
             assert not quiet.done() and batcher.requests == 2
         finally:
@@ -180,10 +195,9 @@ async def test_with_one_request_out_a_page_waits_for_the_request_out(worker: Wor
     async with aiohttp.ClientSession() as session:
         batcher = PageBatcher(session, request_timeout_s=10, one_request_out=True)
         try:
-            quiet = asyncio.create_task(batcher.page(source, {"s": "S0", "i": "-1", "w": "60000"}))
-            await wait_until(lambda: batcher.requests == 1)
-            busy = asyncio.create_task(batcher.page(source, {"s": "S1", "i": "-1", "w": "60000"}))
-            await wait_until(lambda: sum(map(len, batcher._unsent[source.endpoint])) == 1)
+            quiet = await quiet_long_poll_out(batcher, source)
+            busy = long_poll(batcher, source, "S1")
+            await wait_until(lambda: unsent_pages(batcher, source) == 1)
             assert len(batcher._senders) == 1 and not busy.done()  # no second request: it waits
             fill(worker, "S0", 1)  # ends the long poll; the busy page goes in the next request
             quiet_page, busy_page = await asyncio.wait_for(asyncio.gather(quiet, busy), 30)
@@ -197,10 +211,9 @@ async def test_closing_fails_the_pages_waiting_for_a_request_out(worker: Worker)
     source = Source(HOST, worker.server.port, rep=False, lvl=0)
     async with aiohttp.ClientSession() as session:
         batcher = PageBatcher(session, request_timeout_s=10, one_request_out=True)
-        out = asyncio.create_task(batcher.page(source, {"s": "S0", "i": "-1", "w": "60000"}))
-        await wait_until(lambda: batcher.requests == 1)
-        waiting = asyncio.create_task(batcher.page(source, {"s": "S1", "i": "-1", "w": "60000"}))
-        await wait_until(lambda: sum(map(len, batcher._unsent[source.endpoint])) == 1)
+        out = await quiet_long_poll_out(batcher, source)
+        waiting = long_poll(batcher, source, "S1")
+        await wait_until(lambda: unsent_pages(batcher, source) == 1)
         await batcher.close()
     for task in (out, waiting):
         with pytest.raises(ConnectionError):
@@ -243,8 +256,7 @@ async def test_a_closed_batcher_fails_its_waiting_pages(worker: Worker) -> None:
     source = Source(HOST, worker.server.port, rep=False, lvl=0)
     async with aiohttp.ClientSession() as session:
         batcher = PageBatcher(session, request_timeout_s=10)
-        waiting = asyncio.create_task(batcher.page(source, {"s": "S0", "i": "-1", "w": "30000"}))
-        await wait_until(lambda: batcher.requests == 1)
+        waiting = await quiet_long_poll_out(batcher, source)
         await batcher.close()
         with pytest.raises(ConnectionError):
             await waiting
