@@ -19,6 +19,7 @@ from pan.fetcher import PageFetcher
 from pan.page_batches import PageBatcher
 from pan.repository import RepositoryServer
 from pan.repository_client import Source
+from pan.web import free_port
 from pan.worker import Worker
 from pan.workflow import WorkflowError, parse_workflow
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, repeater, wait_until, workflow_dict
@@ -250,6 +251,25 @@ async def test_a_publisher_without_pages_is_asked_with_data(old_publisher: int) 
             assert answer["tuples"] == [{"i": 0, "ts": 5}]
         await batcher.close()
     assert batcher.unsupported == {source.endpoint} and batcher.requests == 1  # asked once, then remembered
+
+
+@pytest.mark.parametrize("one_out", [False, True], ids=["per-round", "one-request-out"])
+async def test_a_dead_publisher_fails_its_pages_and_the_batcher_goes_on(worker: Worker, one_out: bool) -> None:
+    """Nothing listens on the dead port: every page of that request fails (its subscriber fails over), and the
+    live publisher is still served through the same batcher."""
+    fill(worker, "S1", 2)
+    dead = Source(HOST, free_port(), rep=False, lvl=0)
+    live = Source(HOST, worker.server.port, rep=False, lvl=0)
+    async with aiohttp.ClientSession() as session:
+        batcher = PageBatcher(session, request_timeout_s=10, one_request_out=one_out)
+        try:
+            failed = await asyncio.gather(batcher.page(dead, {"s": "S1", "i": "-1"}),
+                                          batcher.page(dead, {"s": "S2", "i": "-1"}), return_exceptions=True)
+            page = await batcher.page(live, {"s": "S1", "i": "-1"})
+        finally:
+            await batcher.close()
+    assert all(isinstance(f, (aiohttp.ClientError, OSError)) for f in failed), failed
+    assert [t["k"] for t in page["tuples"]] == [0, 1]
 
 
 async def test_a_closed_batcher_fails_its_waiting_pages(worker: Worker) -> None:
