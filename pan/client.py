@@ -62,7 +62,6 @@ __all__ = [
 ]
 
 WARNING_INTERVAL_S = 10.0  # at most one WARNING line of a kind per subscriber in this time; the rest are counted
-Tuple = dict[str, Any]
 
 
 class StreamSubscriber:
@@ -93,6 +92,7 @@ class StreamSubscriber:
         tls: ssl.SSLContext | None = None,
         view: str = "settled",
         batcher: PageBatcher | None = None,
+        encoded: bool = False,
     ) -> None:
         if view not in ("settled", "raw"):
             raise ValueError(f"view must be 'settled' or 'raw', got {view!r}")
@@ -121,9 +121,12 @@ class StreamSubscriber:
         #: ``token``: the read token of a workflow with a secret, for the repository and the publishers (pan.auth).
         #: ``batcher``: JSON pages go with other subscribers' to the same publisher in one request, for readers
         #: of many streams that can wait for each other's long polls (pan/page_batches.py).
+        #: ``encoded``: tuples (and markers) come as the publisher's JSON bytes, never decoded, through line pages
+        #: (pan/line_pages.py), for readers that store or forward them; the batcher must be one of ``lines``.
         self.fetcher = PageFetcher(
             stream, page_size=page_size, max_wait_ms=max_wait_ms, request_timeout_s=request_timeout_s,
             local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire, token=token, tls=tls, batcher=batcher,
+            encoded=encoded,
         )
         self.token = token
         self.tls = tls  # HTTPS to the repositories and publishers, trusting this context's CA (pan.tls)
@@ -199,15 +202,15 @@ class StreamSubscriber:
 
     # --- iteration ----------------------------------------------------------------
 
-    async def batches(self) -> AsyncIterator[list[Tuple]]:
-        """Non-empty batches of new tuples, in index order, forever (with markers if ``gaps``)."""
+    async def batches(self) -> AsyncIterator[list[Any]]:
+        """Non-empty batches of new tuples, in index order, forever (with markers if ``gaps``); bytes if ``encoded``."""
         while True:
             fetch = await self.fetch()
             batch = fetch.markers(self.position, self.epoch) if self.gap_markers else fetch.tuples
             if batch:
                 yield batch
 
-    async def __aiter__(self) -> AsyncIterator[Tuple]:
+    async def __aiter__(self) -> AsyncIterator[Any]:
         async for batch in self.batches():
             for item in batch:
                 yield item

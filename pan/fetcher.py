@@ -12,7 +12,9 @@ same answer as over HTTP.
 
 Over HTTP a fetcher asks for JSON pages, or for Arrow pages (``pan/arrow_pages.py``)
 with ``PAN_WIRE=arrow``, and reads whatever the publisher answers by its
-``Content-Type``: an older publisher ignores ``Accept`` and answers JSON.
+``Content-Type``: an older publisher ignores ``Accept`` and answers JSON. A
+fetcher of ``encoded`` tuples asks for line pages (``pan/line_pages.py``) and
+hands on each tuple as the publisher's bytes, undecoded.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any, Literal
 import aiohttp
 import orjson
 
-from pan import arrow_pages
+from pan import arrow_pages, line_pages
 from pan.auth import bearer
 from pan.local import DataFunction, LocalPublishers
 from pan.page_batches import PageBatcher, SubscriberRefused
@@ -67,10 +69,13 @@ class PageFetcher:
         token: str | None = None,
         tls: ssl.SSLContext | None = None,
         batcher: PageBatcher | None = None,
+        encoded: bool = False,
     ) -> None:
         """``wire``: the page format asked for over HTTP (default: ``default_wire()``); ``token``: the read token
         of a workflow with a secret (pan.auth); ``tls``: HTTPS, trusting this context's CA (pan.tls);
-        ``batcher``: JSON pages over HTTP go with other streams' in one ``POST /pages`` (pan/page_batches.py)."""
+        ``batcher``: JSON pages over HTTP go with other streams' in one ``POST /pages`` (pan/page_batches.py);
+        ``encoded``: a page's ``tuples`` are the publisher's bytes, with their ``indices`` beside them (line
+        pages whatever ``wire`` says; the batcher must ask for line pages too)."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -81,10 +86,14 @@ class PageFetcher:
         self.wire: Wire = default_wire() if wire is None else wire
         if self.wire == "arrow" and not arrow_pages.available():
             raise ValueError("Arrow pages need pyarrow (pip install 'pan[arrow]')")
-        self._headers = {"Accept": ACCEPT[self.wire], **bearer(token)}
+        self.encoded = encoded
+        if batcher is not None and batcher.lines != encoded:
+            raise ValueError("a fetcher of encoded tuples needs a batcher of line pages, and only it")
+        self._headers = {"Accept": line_pages.ACCEPT if encoded else ACCEPT[self.wire], **bearer(token)}
         self._scheme = scheme(tls)
         self._ssl: dict[str, Any] = {} if tls is None else {"ssl": tls}
-        self.batcher = batcher if self.wire == "json" else None  # the batched answer is JSON
+        # The batched answer is JSON or line pages, never Arrow.
+        self.batcher = batcher if encoded or self.wire == "json" else None
 
     def is_local(self, source: Source) -> bool:
         """``source`` answers in this process, without HTTP."""
@@ -102,7 +111,7 @@ class PageFetcher:
         """
         serve = self.local.lookup(source.host, source.port) if self.local is not None else None
         if serve is not None:
-            return _checked_page(await self._get_local(serve, source, after, raw_generation))
+            return self._checked(await self._get_local(serve, source, after, raw_generation), self.encoded)
         if after is None:
             params = {"s": self.stream, "l": "1"}
         else:
@@ -121,7 +130,7 @@ class PageFetcher:
             except SubscriberRefused as exc:
                 raise SubscriberError(str(exc)) from None
             if page is not None:
-                return _checked_page(page)
+                return self._checked(page, False)
         timeout = aiohttp.ClientTimeout(total=self.max_wait_ms / 1000 + self.request_timeout_s)
         try:
             async with session.get(
@@ -137,8 +146,15 @@ class PageFetcher:
         if response.status != 200:
             raise ValueError(f"{source.endpoint} answered HTTP {response.status}")
         if response.content_type == arrow_pages.ARROW_TYPE:
-            return _checked_page(_arrow_page(body))
-        return _checked_page(body)
+            return self._checked(_arrow_page(body), False)
+        return self._checked(body, response.content_type == line_pages.LINES_TYPE)
+
+    def _checked(self, body: bytes | dict[str, Any], lines: bool) -> dict[str, Any]:
+        """The answer checked, in the form this fetcher hands on (``encoded``: a line page's)."""
+        page = _checked_page(_lines_page(body) if lines and type(body) is bytes else body)
+        if self.encoded and "indices" not in page:  # a publisher that answered JSON (or Arrow)
+            return line_pages.from_json_page(page)
+        return page
 
     async def _get_local(
         self, serve: DataFunction, source: Source, after: int | None, raw_generation: int | None = None
@@ -150,7 +166,8 @@ class PageFetcher:
             oldest, latest, wait_ms = self.page_size, None, self.max_wait_ms
         try:
             return await serve(
-                self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation
+                self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation,
+                self.encoded,
             )
         except NotFound as exc:
             raise ValueError(f"{source.endpoint}: {exc.message}") from None
@@ -175,6 +192,15 @@ def _arrow_page(body: bytes) -> dict[str, Any]:
         return arrow_pages.decode_page(body)
     except arrow_pages.PageFormatError as exc:
         raise BadAnswer(f"undecodable: {exc}") from None
+
+
+def _lines_page(body: bytes) -> dict[str, Any]:
+    """A line page's body decoded (its tuples stay bytes), else ``BadAnswer``."""
+    try:
+        (page,) = line_pages.decode(body)
+    except line_pages.PageFormatError as exc:
+        raise BadAnswer(f"undecodable: {exc}") from None
+    return page
 
 
 def _checked_page(body: bytes | dict[str, Any]) -> dict[str, Any]:
@@ -203,6 +229,8 @@ def _checked_page(body: bytes | dict[str, Any]) -> dict[str, Any]:
         return answer
     if not isinstance(tuples, list):
         raise BadAnswer("'tuples' is not a list")
+    if "indices" in answer:  # a line page: its decoding checked the indices, its tuples stay bytes
+        return answer
     try:
         index_types = set(map(type, map(_INDEX, tuples)))  # C loops: a few % of the decoding time
     except (KeyError, TypeError):

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation)`` -> the `/data` answer body.
-DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None, int | None], Awaitable[bytes]]
+#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, lines)`` -> the `/data`
+#: answer body (``lines``: a line page, pan/line_pages.py).
+DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None, int | None, bool],
+                        Awaitable[bytes]]
 
 
 class LocalPublishers:

@@ -21,7 +21,8 @@ A reader that is not latency-bound (the replay's recorder, whose subscribers
 each linger before asking again, so hardly two ask in the same round) sets
 ``one_request_out``: then a page asked for while a request is out waits for it
 and goes in the next, the fewest requests. A publisher without ``/pages`` (an
-older peer) is asked with `/data` from then on.
+older peer) is asked with `/data` from then on. A batcher of ``lines`` asks for
+line pages (pan/line_pages.py): the tuples stay the publisher's bytes.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from urllib.parse import urlencode
 import aiohttp
 import orjson
 
+from pan import line_pages
 from pan.auth import bearer
 from pan.data_query import MAX_PAGES
 from pan.repository_client import BadAnswer, Source
@@ -56,6 +58,8 @@ class PageBatcher:
     """Every page asked for of one publisher in one event-loop round goes in one ``POST /pages``.
 
     ``one_request_out``: at most one request per publisher is out; pages asked for meanwhile wait for it.
+    ``lines``: ask for line pages; a page's ``tuples`` are then bytes, with ``indices`` beside them (unless
+    the publisher answered JSON).
     """
 
     def __init__(
@@ -66,11 +70,13 @@ class PageBatcher:
         token: str | None = None,
         tls: ssl.SSLContext | None = None,
         one_request_out: bool = False,
+        lines: bool = False,
     ) -> None:
         self.session = session
         self.one_request_out = one_request_out
+        self.lines = lines
         self.request_timeout_s = request_timeout_s
-        self._headers = {"Accept": "application/json", **bearer(token)}
+        self._headers = {"Accept": line_pages.ACCEPT if lines else "application/json", **bearer(token)}
         self._scheme = scheme(tls)
         self._ssl: dict[str, Any] = {} if tls is None else {"ssl": tls}
         #: Per publisher, the pages asked for that no request carries yet, as the requests they will make.
@@ -164,7 +170,10 @@ class PageBatcher:
             raise SubscriberRefused(f"{source.endpoint} refused POST /pages: {answer[:200]!r}")
         if response.status != 200:
             raise ValueError(f"{source.endpoint} answered HTTP {response.status} to POST /pages")
-        pages = _pages(answer, len(pending))
+        if response.content_type == line_pages.LINES_TYPE:
+            pages = _line_pages(answer, len(pending))
+        else:
+            pages = _pages(answer, len(pending))
         self.pages += len(pages)
         for (_, future), page in zip(pending, pages, strict=True):
             if future.done():  # its subscriber gave up meanwhile
@@ -187,6 +196,14 @@ def _pages(answer: bytes, count: int) -> list[dict[str, Any]]:
     if not isinstance(pages, list) or len(pages) != count or not all(isinstance(p, dict) for p in pages):
         raise BadAnswer(f"expected {count} page objects in 'pages'")
     return pages
+
+
+def _line_pages(answer: bytes, count: int) -> list[dict[str, Any]]:
+    """The pages of a ``POST /pages`` answer in line pages, one per query, else ``BadAnswer``."""
+    try:
+        return line_pages.decode(answer, count)
+    except line_pages.PageFormatError as exc:
+        raise BadAnswer(f"undecodable: {exc}") from None
 
 
 def _fail(pending: Pending, exc: BaseException) -> None:

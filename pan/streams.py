@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from pan import line_pages
 from pan.progress import EMPTY, StreamProgress
 from pan.ringbuffer import RingBuffer
 
@@ -434,18 +435,19 @@ class OutputStream:
         self._sizes_start = self.held_bytes = 0
         self._set_progress(progress)
 
-    def render(self, after: int, *, oldest: int | None, latest: int | None, raw_generation: int | None = None) -> bytes:
-        """The `/data` answer body, built from pre-encoded tuples.
+    def render(self, after: int, *, oldest: int | None, latest: int | None, raw_generation: int | None = None,
+               lines: bool = False) -> bytes:
+        """The `/data` answer body, built from pre-encoded tuples (``lines``: as a line page, pan/line_pages.py).
 
         ``raw_generation`` None: the settled view (of a speculative producer only what no retraction can
         touch); an int: the raw view for a reader that has seen that retract generation.
         """
         page = self.buffer.read(after, oldest=oldest, latest=latest)
-        items = page.items
+        items, indices = page.items, page.indices
         last = page.last
         meta = self._meta_json()
-        if self.settled is not None and raw_generation is None and page.indices and page.indices[-1] > self.settled:
-            keep = bisect_right(page.indices, self.settled)
+        if self.settled is not None and raw_generation is None and indices and indices[-1] > self.settled:
+            keep = bisect_right(indices, self.settled)
             items, last = items[:keep], self.settled
         elif raw_generation is not None:
             notice = self.retract_notice(raw_generation)
@@ -460,17 +462,12 @@ class OutputStream:
             items = _within_page_bytes(items)
         self.requests += 1
         self.served_tuples += len(items)
-        return b"".join(
-            (
-                b'{"status":"ok","stream":',
-                self._name_json,
-                b',"tuples":[',
-                b",".join(items),
-                b'],"first":%d,"last":%d,"missed":%d,"meta":' % (page.first, last, page.missed),
-                meta,
-                b"}",
-            )
-        )
+        fields = b'"first":%d,"last":%d,"missed":%d,"meta":' % (page.first, last, page.missed)
+        if lines:
+            return line_pages.render(b'"stream":' + self._name_json + b"," + fields + meta, items,
+                                     indices[: len(items)])
+        return b"".join((b'{"status":"ok","stream":', self._name_json, b',"tuples":[', b",".join(items), b"],",
+                         fields, meta, b"}"))
 
     def counters(self) -> dict[str, Any]:
         return {

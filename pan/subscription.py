@@ -21,6 +21,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from pan.progress import EMPTY, StreamProgress
 from pan.repository_client import Source
 
@@ -28,7 +30,6 @@ from pan.repository_client import Source
 log = logging.getLogger("pan.client")
 
 Reset = Literal["earliest", "latest"]
-Tuple = dict[str, Any]
 LAGGING_FETCHES_BEFORE_SWITCH = 3  # empty long polls from a repeater behind our position
 
 
@@ -49,7 +50,8 @@ class SubscriberStats:
 class Fetch:
     """What one fetch brought: new tuples plus what happened on the way."""
 
-    tuples: list[Tuple]
+    #: Decoded tuples, or with ``indices`` the publisher's encoded bytes of each (``encoded`` subscribers).
+    tuples: list[Any]
     missed: int = 0
     reset: bool = False
     progress: StreamProgress = EMPTY
@@ -60,25 +62,31 @@ class Fetch:
     #: Raw view of a speculative stream: (after, generation) of a retraction. Tuples after ``after`` that were
     #: delivered before are withdrawn; the subscriber reads on from ``after`` (its new position).
     retract: tuple[int, int] | None = None
+    #: The index of each of ``tuples`` when they are encoded (None: read off the decoded tuples).
+    indices: list[int] | None = None
 
-    def markers(self, position: int, epoch: str | None) -> list[Tuple]:
+    def markers(self, position: int, epoch: str | None) -> list[Any]:
         """The tuples with ``{"gap": ...}`` markers among them in index order, after a ``{"reset": ...}`` marker.
 
-        ``position`` and ``epoch`` are the subscriber's after this fetch (where a reset resumed).
+        ``position`` and ``epoch`` are the subscriber's after this fetch (where a reset resumed). Among
+        encoded tuples the markers are encoded too.
         """
-        out: list[Tuple] = []
+        out: list[Any] = []
         if self.retract is not None:
             out.append({"retract": {"after": self.retract[0], "generation": self.retract[1]}})
         if self.reset:
             out.append({"reset": {"reason": self.reset_reason, "epoch": epoch, "position": position}})
         gaps = iter(self.gaps)
         gap = next(gaps, None)
-        for item in self.tuples:
-            while gap is not None and gap[1] < item["i"]:
+        indices = self.indices if self.indices is not None else [item["i"] for item in self.tuples]
+        for index, item in zip(indices, self.tuples, strict=True):
+            while gap is not None and gap[1] < index:
                 out.append({"gap": {"from": gap[0], "to": gap[1]}})
                 gap = next(gaps, None)
             out.append(item)
-        return out
+        if self.indices is None:
+            return out
+        return [item if type(item) is bytes else orjson.dumps(item) for item in out]
 
 
 class SubscriptionState:
@@ -174,34 +182,45 @@ class SubscriptionState:
                 self.drop_source(f"repeater lags behind position {self.position} (last {last})")
             return Fetch([], progress=progress)
         self.lagging = 0
-        tuples: list[Tuple] = answer.get("tuples") or []
+        tuples: list[Any] = answer.get("tuples") or []
+        encoded: list[int] | None = answer.get("indices")  # a line page's: its tuples are bytes
         missed = 0
         gaps: list[tuple[int, int]] = []
-        if tuples and tuples[0]["i"] == self.position + 1 and tuples[-1]["i"] == self.position + len(tuples):
+        if tuples and self._follows_on(tuples, encoded):
             self.position += len(tuples)  # the usual case: a contiguous page right after our position
         else:
-            tuples, gaps = self._filter(tuples)
+            indices = encoded if encoded is not None else [item["i"] for item in tuples]
+            tuples, kept, gaps = self._filter(tuples, indices)
+            encoded = kept if encoded is not None else None
             missed = sum(to - first + 1 for first, to in gaps)
         if missed:
             self.stats.missed += missed
             log.warning("%s: %d tuples missed before index %d", self.stream, missed, self.position)
         self.stats.received += len(tuples)
-        return Fetch(tuples, missed=missed, progress=progress, gaps=gaps)
+        return Fetch(tuples, missed=missed, progress=progress, gaps=gaps, indices=encoded)
 
-    def _filter(self, page: list[Tuple]) -> tuple[list[Tuple], list[tuple[int, int]]]:
-        """Drop what was already delivered; index jumps become gaps (first and last missed index)."""
-        tuples: list[Tuple] = []
+    def _follows_on(self, tuples: list[Any], indices: list[int] | None) -> bool:
+        """The page's tuples are the ones right after our position, without holes."""
+        first, last = (indices[0], indices[-1]) if indices is not None else (tuples[0]["i"], tuples[-1]["i"])
+        return bool(first == self.position + 1 and last == self.position + len(tuples))
+
+    def _filter(self, page: list[Any], indices: list[int]) -> tuple[list[Any], list[int], list[tuple[int, int]]]:
+        """Drop what was already delivered; index jumps become gaps (first and last missed index).
+
+        Returns the tuples kept, their indices, and the gaps."""
+        tuples: list[Any] = []
+        kept: list[int] = []
         gaps: list[tuple[int, int]] = []
-        for item in page:
-            index = item["i"]
+        for index, item in zip(indices, page, strict=True):
             if index <= self.position:
                 continue  # already delivered (never hand out duplicates)
             if index > self.position + 1:
                 gaps.append((self.position + 1, index - 1))
                 self.stats.gaps += 1
             tuples.append(item)
+            kept.append(index)
             self.position = index
-        return tuples, gaps
+        return tuples, kept, gaps
 
     def _reset(self, why: str, last: int) -> Fetch:
         self.stats.resets += 1

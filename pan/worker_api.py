@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from pan import arrow_pages, pages
+from pan import arrow_pages, line_pages, pages
 from pan.accept import choose
 from pan.auth import Gate
 from pan.data_query import DEFAULT_PAGE, DataQuery, data_query, error_page, page_query, pages_body
@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from pan.worker import Worker
 
 #: What ``/data`` answers in, the default first: curl and browsers get JSON whatever they send.
-DATA_TYPES = (JSON_TYPE, arrow_pages.ARROW_TYPE)
+DATA_TYPES = (JSON_TYPE, arrow_pages.ARROW_TYPE, line_pages.LINES_TYPE)
+#: What ``POST /pages`` answers in.
+PAGES_TYPES = (JSON_TYPE, line_pages.LINES_TYPE)
 VARY = {"Vary": "Accept"}
 
 
@@ -88,9 +90,10 @@ async def _wait_any(targets: list[tuple[DataQuery, OutputStream]], timeout_s: fl
         await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)  # cancels none
 
 
-def _render(stream: OutputStream, query: DataQuery) -> bytes:
+def _render(stream: OutputStream, query: DataQuery, lines: bool) -> bytes:
     oldest = DEFAULT_PAGE if query.latest is None and query.oldest is None else query.oldest
-    return stream.render(query.after, oldest=oldest, latest=query.latest, raw_generation=query.raw_generation)
+    return stream.render(query.after, oldest=oldest, latest=query.latest, raw_generation=query.raw_generation,
+                         lines=lines)
 
 
 class WorkerApi:
@@ -123,9 +126,13 @@ class WorkerApi:
 
     async def handle_data(self, request: web.Request) -> web.Response:
         query = data_query(request.query)
+        wanted = choose(request.headers.get("Accept"), DATA_TYPES)
+        lines = wanted == line_pages.LINES_TYPE
         body = await self.serve_data(query.name, query.after, query.oldest, query.latest, query.wait_ms,
-                                     query.wake_on_meta, query.hold, query.raw_generation)
-        if self.arrow and choose(request.headers.get("Accept"), DATA_TYPES) == arrow_pages.ARROW_TYPE:
+                                     query.wake_on_meta, query.hold, query.raw_generation, lines)
+        if lines:
+            return web.Response(body=body, content_type=line_pages.LINES_TYPE, headers=VARY)
+        if self.arrow and wanted == arrow_pages.ARROW_TYPE:
             encoded = _as_arrow(body)
             if encoded is not None:
                 return web.Response(body=encoded, content_type=arrow_pages.ARROW_TYPE, headers=VARY)
@@ -138,16 +145,19 @@ class WorkerApi:
         (without ``w`` and ``m``). The answer's ``pages`` are what `/data` would answer for each, in order,
         or ``{"status": "error", "error": ..., "code": 400|404}`` for a query `/data` would refuse. With
         ``w``, the answer waits until one of the streams has something new (``m``: or new meta) or ``w``
-        ms pass, as a long poll of each would. JSON only.
+        ms pass, as a long poll of each would. JSON, or line pages one after another (pan/line_pages.py).
         """
+        lines = choose(request.headers.get("Accept"), PAGES_TYPES) == line_pages.LINES_TYPE
         pages, wait_ms, wake_on_meta = pages_body(await request.read())
         targets = [self._target(page) for page in pages]  # holds are taken here, before any wait
         live = [t for t in targets if type(t) is tuple]
         if wait_ms and not any(_ready(stream, query) for query, stream in live):
             await _wait_any(live, wait_ms / 1000, wake_on_meta)
-        bodies = [t if type(t) is bytes else _render(t[1], t[0]) for t in targets]
+        bodies = [(t + b"\n" if lines else t) if type(t) is bytes else _render(t[1], t[0], lines) for t in targets]
         self.batch_requests += 1
         self.batch_pages += len(bodies)
+        if lines:
+            return web.Response(body=b"".join(bodies), content_type=line_pages.LINES_TYPE, headers=VARY)
         return raw_json_response(b'{"status":"ok","pages":[' + b",".join(bodies) + b"]}")
 
     def _target(self, page: str) -> tuple[DataQuery, OutputStream] | bytes:
@@ -169,12 +179,13 @@ class WorkerApi:
 
     async def serve_data(
         self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
-        hold: str | None = None, raw_generation: int | None = None,
+        hold: str | None = None, raw_generation: int | None = None, lines: bool = False,
     ) -> bytes:
         """The `/data` answer body for validated parameters (HTTP and in-process subscribers).
 
         ``hold``: the reader's name, if it must lose nothing (``OutputStream.hold``). ``raw_generation``:
         the raw view of a speculative output (with the retract generation the reader has seen); None: settled.
+        ``lines``: answer a line page (pan/line_pages.py).
         """
         query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation)
         stream = self._held_stream(query)
@@ -182,7 +193,7 @@ class WorkerApi:
             await _wait_settled(stream, after, wait_ms / 1000)
         elif wait_ms and stream.buffer.last <= after:
             await stream.buffer.wait_beyond(after, wait_ms / 1000, meta=wake_on_meta)
-        return _render(stream, query)
+        return _render(stream, query, lines)
 
     # --- state ----------------------------------------------------------------------
 

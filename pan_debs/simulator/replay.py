@@ -124,6 +124,8 @@ class Recorder:
         self.streams = streams
         self.out_dir = out_dir
         self.wire: Wire = default_wire() if wire is None else wire
+        #: Tuples are recorded as the publishers' bytes (line pages), except over Arrow, which is measured.
+        self.encoded = self.wire == "json"
         self.linger_s = linger_s
         self.counts = dict.fromkeys(streams, 0)
         self.subscribers: dict[str, StreamSubscriber] = {}
@@ -139,9 +141,10 @@ class Recorder:
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         # One request per publisher for all its streams, not one per stream (pan/page_batches.py). Each
         # subscriber lingers before asking again, so hardly two ask in the same loop round: they wait for the
-        # request that is out instead, recording is not latency-bound.
+        # request that is out instead, recording is not latency-bound. Over JSON the recorder reads line pages
+        # (pan/line_pages.py) and writes each tuple's bytes as the publisher holds them, decoding none.
         self.batcher = PageBatcher(self._session, request_timeout_s=RECORD_REQUEST_TIMEOUT_S, token=self.trust.token,
-                                   tls=self.trust.client_tls(), one_request_out=True)
+                                   tls=self.trust.client_tls(), one_request_out=True, lines=self.encoded)
         for stream in self.streams:
             self._files[stream] = (self.out_dir / f"{stream}.jsonl").open("wb")
             subscriber = StreamSubscriber(
@@ -159,6 +162,7 @@ class Recorder:
                 token=self.trust.token,
                 tls=self.trust.client_tls(),
                 batcher=self.batcher,
+                encoded=self.encoded,
             )
             self.subscribers[stream] = subscriber
             self._tasks.append(asyncio.create_task(self._record(stream, subscriber), name=f"record {stream}"))
@@ -180,7 +184,10 @@ class Recorder:
         out = self._files[stream]
         dumps = orjson.dumps
         async for batch in subscriber.batches():
-            out.write(b"".join([dumps(item) + b"\n" for item in batch]))
+            if self.encoded:
+                out.write(b"\n".join(batch) + b"\n")
+            else:
+                out.write(b"".join([dumps(item) + b"\n" for item in batch]))
             self.counts[stream] += len(batch)
             if subscriber.position >= subscriber.upstream_last:  # caught up: let the next page fill
                 await asyncio.sleep(self.linger_s)
