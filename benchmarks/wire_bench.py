@@ -1,4 +1,4 @@
-"""Benchmark of the `/data` wire formats (issue 13): JSON pages against Arrow IPC pages.
+"""Benchmark of the `/data` wire formats (issue 13): JSON pages, Arrow IPC pages and line pages.
 
 Usage::
 
@@ -7,11 +7,12 @@ Usage::
 One forwarder worker in its own OS process (benchmarks/runtime_worker.py)
 holds a backlog of DEBS sensor tuples (13 integers each, as `pan bench
 runtime` uses); one ``StreamSubscriber`` in this process reads the whole
-backlog with ``wire="json"`` and with ``wire="arrow"``, alternately in each
-repetition so drifting load hits both alike. Reported per page size and
-format: tuples/s (median, min-max), the CPU of the worker and of the client
-per second of the run, and the ratio Arrow / JSON of the medians, with the
-load average at start and end.
+backlog with ``wire="json"``, with ``wire="arrow"`` and as encoded tuples
+(``encoded=True``: line pages, pan/line_pages.py, each tuple left as bytes),
+in turn in each repetition so drifting load hits all alike. Reported per page
+size and format: tuples/s (median, min-max), the CPU of the worker and of the
+client per second of the run, and each format's ratio to JSON of the medians,
+with the load average at start and end.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ from benchmarks.runtime_worker import HOST
 if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module on start
     import aiohttp
 
-HELP = "tuples/s of one subscriber reading JSON against Arrow /data pages from one worker (issue 13)"
+HELP = "tuples/s of one subscriber reading JSON, Arrow and line /data pages from one worker (issue 13)"
 SECTION_NAME = "wire-bench"
-SECTION_TITLE = "## Wire formats: JSON and Arrow pages (issue 13)"
-WIRES = ("json", "arrow")
+SECTION_TITLE = "## Wire formats: JSON, Arrow and line pages (issue 13)"
+#: ``lines``: a reader of encoded tuples (line pages); the others decode every tuple into a dict.
+WIRES = ("json", "arrow", "lines")
 
 
 async def read_backlog(repository_port: int, wire: str, page: int, total: int, **options: Any) -> int:
@@ -51,7 +53,7 @@ async def read_backlog(repository_port: int, wire: str, page: int, total: int, *
     received = 0
     async with StreamSubscriber(
         THROUGHPUT_STREAM, (HOST, repository_port), start="earliest", page_size=page, max_wait_ms=1000,
-        wire=wire, **options,  # type: ignore[arg-type]
+        wire="json" if wire == "lines" else wire, encoded=wire == "lines", **options,  # type: ignore[arg-type]
     ) as subscriber:
         async for batch in subscriber.batches():
             received += len(batch)
@@ -64,12 +66,14 @@ async def read_backlog(repository_port: int, wire: str, page: int, total: int, *
 
 async def page_bytes(session: aiohttp.ClientSession, worker_port: int, page: int) -> dict[str, int]:
     """Bytes of the first page of the backlog in each format (a page is also capped at 1 MiB of JSON)."""
+    from pan import line_pages
     from pan.fetcher import ACCEPT
 
+    accept = {**ACCEPT, "lines": line_pages.ACCEPT}
     sizes = {}
     for wire in WIRES:
         async with session.get(f"http://{HOST}:{worker_port}/data", params={"s": THROUGHPUT_STREAM, "n": str(page)},
-                               headers={"Accept": ACCEPT[wire]}) as response:  # type: ignore[index]
+                               headers={"Accept": accept[wire]}) as response:
             sizes[wire] = len(await response.read())
     return sizes
 
@@ -100,9 +104,10 @@ async def bench(proc: WorkerProcess, backlog: int, pages: list[int], reps: int) 
                     "client_cpu": (cpu_seconds(me) - my_cpu) / elapsed,
                 })
         per_wire: dict[str, Any] = {wire: rate_summary(samples) for wire, samples in runs.items()}
-        per_wire["ratio_arrow_over_json"] = round(
-            per_wire["arrow"]["median_tuples_per_s"] / per_wire["json"]["median_tuples_per_s"], 2
-        )
+        per_wire["ratio_over_json"] = {
+            wire: round(per_wire[wire]["median_tuples_per_s"] / per_wire["json"]["median_tuples_per_s"], 2)
+            for wire in WIRES if wire != "json"
+        }
         per_wire["page_bytes"] = sizes[str(page)]
         results[str(page)] = per_wire
     return results
@@ -116,11 +121,11 @@ def render_section(summary: dict[str, Any]) -> str:
             rows.append([
                 page, wire, f"{r['median_tuples_per_s']:,}", f"{r['min_tuples_per_s']:,}-{r['max_tuples_per_s']:,}",
                 f"{r['server_cpu_util']:.2f}", f"{r['client_cpu_util']:.2f}",
-                f"{per_wire['ratio_arrow_over_json']:.2f}" if wire == "arrow" else "",
+                f"{per_wire['ratio_over_json'][wire]:.2f}" if wire != "json" else "",
                 f"{per_wire['page_bytes'][wire]:,}",
             ])
     table = common.markdown_table(
-        ["page (n)", "format", "tuples/s (median)", "min-max", "worker CPU", "client CPU", "Arrow / JSON",
+        ["page (n)", "format", "tuples/s (median)", "min-max", "worker CPU", "client CPU", "vs JSON",
          "page bytes"], rows
     )
     config = summary["config"]

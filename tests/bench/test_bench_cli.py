@@ -386,14 +386,16 @@ def test_policies_writes_a_row_per_loss_policy_and_output(tmp_path: Path) -> Non
 
 
 @pytest.mark.process
-def test_wire_tiny_compares_json_and_arrow(tmp_path: Path) -> None:
+def test_wire_tiny_compares_json_arrow_and_lines(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
     summary = bench("wire", "--quick", "--reps", "1", "--pages", "500,2000", "--write", str(report), timeout=300)
     assert summary["config"]["reps"] == 1 and list(summary["pages"]) == ["500", "2000"]
     for per_wire in summary["pages"].values():
-        assert per_wire["json"]["median_tuples_per_s"] > 0 and per_wire["arrow"]["median_tuples_per_s"] > 0
-        assert per_wire["ratio_arrow_over_json"] > 0
-    assert "<!-- wire-bench:start -->" in report.read_text() and "| 2000 | arrow |" in report.read_text()
+        assert all(per_wire[wire]["median_tuples_per_s"] > 0 for wire in ("json", "arrow", "lines"))
+        assert set(per_wire["ratio_over_json"]) == {"arrow", "lines"} and min(per_wire["ratio_over_json"].values()) > 0
+        assert per_wire["page_bytes"]["lines"] > 0
+    text = report.read_text()
+    assert "<!-- wire-bench:start -->" in text and "| 2000 | arrow |" in text and "| 2000 | lines |" in text
 
 
 @pytest.mark.process
