@@ -84,9 +84,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--floor-reps", type=int, default=3, metavar="N",
                    help="also run `pan bench floor` N times on the same data and report each replay's rows/s as a "
                         "fraction of its median (0: not)")
+    p.add_argument("--recorder", type=parse_recorders, default=["lines"], metavar="R[,R]",
+                   help="over JSON, replay with each of these recorders, interleaved (lines: it writes the bytes "
+                        "of line pages as they come; decoded: it decodes every tuple and encodes it again) "
+                        "(default: lines)")
     p.add_argument("--reps", type=int, default=5, metavar="N", help="replays per wire format and layout (default 5)")
     wires.add_argument(p)
     query_delay.add_replay_arguments(p, "20 s of match, no Spark")
+
+
+RECORDERS = ("lines", "decoded")
+#: The name of a run's wire in the report when its recorder decodes (``--recorder decoded``).
+DECODING = ", recorder decodes"
+
+
+def parse_recorders(text: str) -> list[str]:
+    """``lines,decoded`` -> the recorders to compare, in that order (an argparse type)."""
+    return common.comma_choices(text, RECORDERS)
+
+
+def variants(wire_names: list[str], recorders: list[str]) -> list[tuple[str, str, bool]]:
+    """(name in the report, wire, whether the recorder decodes) of every run of one layout and repetition."""
+    return [(wire + (DECODING if recorder == "decoded" else ""), wire, recorder == "decoded")
+            for wire in wire_names for recorder in (recorders if wire == "json" else ["lines"])]
 
 
 # --- workflows ----------------------------------------------------------------------------
@@ -183,16 +203,18 @@ async def producers_registered(workflow_path: Path) -> float:
 
 
 async def replay_with_cpu(
-    workflow: Path, data: Path, work: Path, wire: str, profile_s: float = 0.0
+    workflow: Path, data: Path, work: Path, wire: str, profile_s: float = 0.0, decode: bool = False
 ) -> tuple[dict[str, Any], dict[tuple[str, str], float], float, pyspy.Profile | None]:
     """Run `pan replay` on ``data`` with ``PAN_WIRE=wire``: its JSON summary, CPU seconds per (kind, name) of
-    process, wall seconds, and with ``profile_s`` a py-spy profile of the peers.
+    process, wall seconds, and with ``profile_s`` a py-spy profile of the peers. ``decode``: the recorder
+    decodes every tuple (``--record-decoded``).
 
     Raises if a process of the run had another ``PAN_WIRE`` (the format would be mixed)."""
     import psutil
 
     child = common.Child([sys.executable, "-m", "pan", "replay", "--json", str(workflow), "--data", str(data),
-                          "--record", str(work / "record")], ready=False, grace_s=30, env=wires.env(wire))
+                          "--record", str(work / "record"), *(["--record-decoded"] if decode else [])],
+                         ready=False, grace_s=30, env=wires.env(wire))
     seen: dict[int, tuple[tuple[str, str], float]] = {}
     wire_of: dict[int, str | None] = {}
     recordings: list[pyspy.Recording] | None = None if profile_s > 0 else []
@@ -236,12 +258,14 @@ async def replay_with_cpu(
     return json.loads(out), cpu, wall_s, profile
 
 
-def measure(workflow: Path, data: Path, work: Path, span_s: float, wire: str, profile_s: float = 0.0) -> dict[str, Any]:
+def measure(workflow: Path, data: Path, work: Path, span_s: float, wire: str, profile_s: float = 0.0,
+            decode: bool = False) -> dict[str, Any]:
     """One replay of ``workflow`` over ``wire``: throughput, multiple of real time, CPU per process (and a
-    profile), the load average before and after, and a digest of what it recorded (the recording is removed)."""
+    profile), the load average before and after, and a digest of what it recorded (the recording is removed).
+    ``decode``: the recorder decodes every tuple."""
     work.mkdir(parents=True, exist_ok=True)
     load_before = wires.load_avg()
-    summary, cpu, wall_s, profile = eventloop.run(replay_with_cpu(workflow, data, work, wire, profile_s))
+    summary, cpu, wall_s, profile = eventloop.run(replay_with_cpu(workflow, data, work, wire, profile_s, decode))
     load_after = wires.load_avg()
     digest = recording_digest(work / "record")
     shutil.rmtree(work / "record", ignore_errors=True)  # a 1-minute match records hundreds of MB
@@ -264,6 +288,10 @@ def measure(workflow: Path, data: Path, work: Path, span_s: float, wire: str, pr
         "elapsed_s": summary["elapsed_s"],
         "wall_s": round(wall_s, 3),
         "rows_per_s": round(rows_per_s, 1),
+        # what a user waits for: from the first row fed until every output was recorded (nothing left in flight)
+        "recorded_s": summary["recorded_s"],
+        "end_to_end_rows_per_s": round(summary["sent"] / summary["recorded_s"], 1) if summary["recorded_s"] > 0
+        else float("nan"),
         "real_time_multiple": round(span_s / feed_s, 3) if feed_s > 0 else None,
         "target_rows_per_s": TARGET_ROWS_PER_S,
         "target_met": rows_per_s >= TARGET_ROWS_PER_S,
@@ -309,7 +337,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         next((q["cpu_s"] for q in r["processes"] if q["process"] == p["process"]), 0.0) for r in runs), 2)}
         for p in first["processes"]]
     spreads = {key: wires.spread([r[key] for r in runs])
-               for key in ("rows_per_s", "real_time_multiple", "feed_s", "wall_s", "cpu_total_s")}
+               for key in ("rows_per_s", "end_to_end_rows_per_s", "real_time_multiple", "feed_s", "wall_s",
+                           "cpu_total_s")}
     driver = wires.spread([next((p["cpu_s"] for p in r["processes"] if p["kind"] == "driver"), 0.0) for r in runs])
     return {
         "peers": first["peers"], "input_rows": first["input_rows"], "event_time_s": first["event_time_s"],
@@ -335,7 +364,7 @@ def run(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {
         **common.run_header("replay"),
         "config": {"workflow": source.name, "match": query_delay.match_text(args), "per_worker": args.per_worker,
-                   "pulls": args.pulls,
+                   "pulls": args.pulls, "recorders": args.recorder,
                    "sample_s": SAMPLE_S, "profile_s": args.profile, "wires": args.wires, "reps": args.reps},
         "runs": {},
     }
@@ -354,15 +383,17 @@ def run(args: argparse.Namespace) -> int:
         for layout, workflow in layouts.items():
             (work / layout).mkdir()
             moved[layout] = query_delay.on_free_ports_copy(workflow, work / layout)
+        runs_of = variants(args.wires, args.recorder)
         by_run: dict[str, dict[str, list[dict[str, Any]]]] = {
-            layout: {wire: [] for wire in args.wires} for layout in layouts}
+            layout: {name: [] for name, _, _ in runs_of} for layout in layouts}
         for rep in range(args.reps):
-            for layout in layouts:  # interleaved: layouts and wires take turns in every repetition
-                for wire in args.wires:
-                    result = measure(moved[layout], data, work / layout / f"{wire}-{rep}", span_s, wire)
-                    by_run[layout][wire].append(result)
+            for layout in layouts:  # interleaved: layouts, wires and recorders take turns in every repetition
+                for n, (name, wire, decode) in enumerate(runs_of):
+                    result = measure(moved[layout], data, work / layout / f"{wire}-{n}-{rep}", span_s, wire,
+                                     decode=decode)
+                    by_run[layout][name].append(result)
                     digests.add(result["recording_sha256"])
-                    print(f"replay {layout} {wire} {rep + 1}/{args.reps} ({result['peers']} peers): "
+                    print(f"replay {layout} {name} {rep + 1}/{args.reps} ({result['peers']} peers): "
                           f"{result['input_rows']:,} rows in {result['feed_s']:.1f} s = {result['rows_per_s']:,.0f} "
                           f"rows/s ({result['real_time_multiple']}x real time), CPU {result['cpu_total_s']:.1f} s, "
                           f"load {result['load_avg_before'][0]:.2f} -> {result['load_avg_after'][0]:.2f}",
@@ -373,6 +404,11 @@ def run(args: argparse.Namespace) -> int:
             if "json" in by_wire and "arrow" in by_wire:
                 entry["arrow_over_json"] = wires.ratio(entry["wires"]["arrow"]["rows_per_s_median"],
                                                        entry["wires"]["json"]["rows_per_s_median"])
+            if "json" in by_wire and "json" + DECODING in by_wire:
+                lines_run, decoding_run = entry["wires"]["json"], entry["wires"]["json" + DECODING]
+                entry["lines_over_decoded"] = {
+                    key: wires.ratio(lines_run[key]["median"], decoding_run[key]["median"])
+                    for key in ("rows_per_s", "end_to_end_rows_per_s", "driver_cpu_s", "cpu_total_s")}
             if args.profile > 0 and layout == next(iter(layouts)):  # extra runs: py-spy slows no measured one
                 for wire in args.wires:
                     profiled = measure(moved[layout], data, work / layout / f"{wire}-profile", span_s, wire,
@@ -420,7 +456,10 @@ def report(results: dict[str, Any]) -> str:
             ratio = entry.get("arrow_over_json") if wire == "arrow" else None
             rows.append([entry["title"], s["peers"], wire, s["reps"], common.fmt(s["input_rows"]),
                          f"{s['feed_s']['median']:.1f} s", common.fmt(s["rows_per_s"]["median"]),
-                         spread_cell(s["rows_per_s"], 0), f"{ratio:.2f}" if ratio is not None else "",
+                         spread_cell(s["rows_per_s"], 0),
+                         f"{common.fmt(s['end_to_end_rows_per_s']['median'])} "
+                         f"({spread_cell(s['end_to_end_rows_per_s'], 0)})",
+                         f"{ratio:.2f}" if ratio is not None else "",
                          f"{s['real_time_multiple']['median']:.2f}x",
                          "met" if s["target_met"] else "**missed**", f"{s['cpu_total_s']['median']:.1f} s",
                          f"{s['driver_cpu_s']['median']:.1f} s", f"{s['wall_s']['median']:.1f} s"])
@@ -443,12 +482,14 @@ def report(results: dict[str, Any]) -> str:
         f"the data / feed time; medians over the runs, rows/s with min - max. Target (issue 5): "
         f"{TARGET_ROWS_PER_S:,} rows/s, 10x real time. CPU = user + system seconds of every process of the replay, "
         f"sampled every {SAMPLE_S:g} s with psutil over the whole run (start-up, feed, and the quiet period after "
-        "the data before the replay stops: the wall time); driver = the simulator and the recorder.",
+        "the data before the replay stops: the wall time); driver = the simulator and the recorder. End to end = "
+        "input rows / the time from the first row fed until every output stream had ended and was recorded: the "
+        "feed may run ahead of the workflow, whose ingest buffers what it has not processed yet.",
         "",
         common.markdown_table(["Processes", "Peers", "Wire", "Runs", "Input rows", "Feed time", "Rows/s",
-                               "Min - max", "Arrow / JSON", "Multiple of real time",
+                               "Min - max", "Rows/s end to end (min - max)", "Arrow / JSON", "Multiple of real time",
                                f"Target {TARGET_ROWS_PER_S:,} rows/s", "CPU total", "Driver CPU", "Wall time"],
-                              rows, align="lrlrrrrrrrlrrr"),
+                              rows, align="lrlrrrrrrrrlrrr"),
         "",
         "Every run recorded the same bytes (sha256 over all output streams), over either format: "
         + ("**yes**." if results["recordings_identical"] else "**no**: the outputs differ between runs."),
@@ -478,9 +519,17 @@ def report(results: dict[str, Any]) -> str:
                   "reaches " + ", ".join(parts) + "."]
     lines += [
         "",
-        "The replay driver is the simulator plus the recorder (one subscriber per output stream, decoding each page "
-        "and writing every tuple as a JSON line); the launcher only watches its children.",
+        "The replay driver is the simulator plus the recorder (one subscriber per output stream; over JSON it reads "
+        "line pages and writes each tuple's bytes as they come, over Arrow it decodes each page and writes every "
+        "tuple as a JSON line); the launcher only watches its children.",
     ]
+    for entry in runs.values():
+        ratios = entry.get("lines_over_decoded")
+        if ratios:
+            lines += ["", f"{entry['title']}: the recorder writing line pages' bytes against decoding every tuple "
+                      f"and encoding it again (`--recorder lines,decoded`), medians: rows/s {ratios['rows_per_s']}x, "
+                      f"end to end {ratios['end_to_end_rows_per_s']}x, driver CPU {ratios['driver_cpu_s']}x, "
+                      f"CPU total {ratios['cpu_total_s']}x."]
     if {"pulls_batched", "pulls_per_stream"} <= set(runs) and "json" in runs["pulls_batched"]["wires"]:
         batched, per_stream = (runs[layout]["wires"]["json"]["rows_per_s_median"]
                                for layout in ("pulls_batched", "pulls_per_stream"))

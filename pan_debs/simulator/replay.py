@@ -118,14 +118,15 @@ class Recorder:
     """One subscriber per stream, each appending JSON lines to its own file."""
 
     def __init__(self, workflow: Workflow, streams: list[str], out_dir: Path, *, wire: Wire | None = None,
-                 linger_s: float = RECORD_LINGER_S) -> None:
-        """``wire``: the page format to ask for (default: this process's, ``PAN_WIRE``)."""
+                 linger_s: float = RECORD_LINGER_S, decode: bool = False) -> None:
+        """``wire``: the page format to ask for (default: this process's, ``PAN_WIRE``); ``decode``: decode
+        every tuple and encode it again even over JSON (as before line pages; benchmarks compare the two)."""
         self.workflow = workflow
         self.streams = streams
         self.out_dir = out_dir
         self.wire: Wire = default_wire() if wire is None else wire
         #: Tuples are recorded as the publishers' bytes (line pages), except over Arrow, which is measured.
-        self.encoded = self.wire == "json"
+        self.encoded = self.wire == "json" and not decode
         self.linger_s = linger_s
         self.counts = dict.fromkeys(streams, 0)
         self.subscribers: dict[str, StreamSubscriber] = {}
@@ -240,6 +241,7 @@ async def replay(
     until_ended: bool = False,
     wire: Wire | None = None,
     linger_s: float = RECORD_LINGER_S,
+    decode: bool = False,
     attach: bool = False,
     log_dir: Path | None = None,
 ) -> ReplayResult:
@@ -253,6 +255,7 @@ async def replay(
     the recording stops once nothing moved for ``quiet_s``.
     ``wire``: the page format of the whole replay, set as ``PAN_WIRE`` for `pan run` and its peers too
     (default: this process's own ``PAN_WIRE``, which they inherit). ``linger_s``: `RECORD_LINGER_S`.
+    ``decode``: the recorder decodes every tuple and encodes it again (`Recorder`).
     ``attach``: the workflow runs already (e.g. on many hosts, `pan deploy up`): start no peers, only wait for
     its producers, feed and record (``wire`` then sets only the recorder's format).
     ``log_dir``: where `pan run` and each of its children write their output (default ``record_dir/logs``).
@@ -266,7 +269,7 @@ async def replay(
         streams = [s for s in streams if s in only]
     started = time.monotonic()
     run, lifeline = (None, None) if attach else await _start_workflow(workflow_path, wire, log_dir)
-    recorder = Recorder(workflow, streams, record_dir, wire=wire, linger_s=linger_s)
+    recorder = Recorder(workflow, streams, record_dir, wire=wire, linger_s=linger_s, decode=decode)
     watching: asyncio.Task[None] | None = None
     timing: dict[str, float] = {}
     failures: dict[str, dict[str, str]] = {}

@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--wire", choices=["json", "arrow"],
                    help="page format of the whole replay: the recorder's and, as PAN_WIRE, every peer's "
                    "(default: PAN_WIRE of this process, else json)")
+    p.add_argument("--record-decoded", action="store_true",
+                   help="the recorder decodes every tuple and encodes it again, instead of writing the bytes of "
+                   "line pages as they come (the same recording; for benchmarks)")
     p.add_argument("--free-ports", action="store_true",
                    help="move the repository and every worker to free ports (OUTDIR/workflow.json), so that "
                    "several replays can run on one machine")
@@ -142,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = eventloop.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
-                                   until_ended=True, wire=args.wire, attach=args.attach))
+                                   until_ended=True, wire=args.wire, attach=args.attach,
+                                   decode=args.record_decoded))
     except (SimulateError, RuntimeError) as exc:  # WorkflowStopped: a peer ended, named with its log's end
         print(f"pan replay: {exc}", file=sys.stderr)
         return 1
@@ -150,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         "record": str(args.record),
         "elapsed_s": round(result.elapsed_s, 3),
         "feed_s": round(result.feed_s, 3),
+        "recorded_s": round(result.recorded_s, 3),  # from the first row fed to the last output recorded
         "wire": result.wire,
         "speedup": args.speedup,
         # seconds of match per second, from the first row fed to the last output recorded: what a user waits for

@@ -307,23 +307,27 @@ def test_floor_refuses_zero_reps() -> None:
 @pytest.mark.heavy
 def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
-    summary = bench("replay", "--quick", "--reps", "1", "--profile", "2", "--floor-reps", "1", "--write", str(report),
-                    timeout=600)
+    summary = bench("replay", "--quick", "--reps", "1", "--profile", "2", "--floor-reps", "1", "--recorder",
+                    "lines,decoded", "--write", str(report), timeout=900)
     assert summary["benchmark"] == "replay" and summary["machine"]["cores"] >= 1
     assert summary["config"]["wires"] == ["json", "arrow"] and summary["config"]["reps"] == 1
     [entry] = summary["runs"].values()
-    assert list(entry["wires"]) == ["json", "arrow"] and entry["arrow_over_json"] > 0
-    assert summary["recordings_identical"] is True  # both formats recorded the same bytes
-    for wire, run in entry["wires"].items():
+    assert list(entry["wires"]) == ["json", "json, recorder decodes", "arrow"] and entry["arrow_over_json"] > 0
+    assert set(entry["lines_over_decoded"]) == {"rows_per_s", "end_to_end_rows_per_s", "driver_cpu_s", "cpu_total_s"}
+    assert summary["recordings_identical"] is True  # both formats and both recorders recorded the same bytes
+    for name, run in entry["wires"].items():
         assert set(run) >= {"peers", "input_rows", "event_time_s", "feed_s", "rows_per_s", "real_time_multiple",
-                            "target_met", "cpu_total_s", "driver_cpu_s", "processes", "profile", "runs"}
+                            "target_met", "cpu_total_s", "driver_cpu_s", "processes", "runs", "end_to_end_rows_per_s"}
         [one] = run["runs"]
-        assert one["wire"] == wire and len(one["load_avg_before"]) == len(one["load_avg_after"]) == 3
+        assert name.startswith(one["wire"]) and len(one["load_avg_before"]) == len(one["load_avg_after"]) == 3
         assert run["rows_per_s"]["min"] <= run["rows_per_s"]["median"] <= run["rows_per_s"]["max"]
-        profile = run["profile"]  # py-spy attached to the three real peer processes
-        assert profile["samples"] > 0 and profile["self"]
-        assert [a["frame"] for a in profile["areas"]] == [frame for frame, _ in replay_bench.PROFILE_AREAS]
-        assert all(0 <= a["share"] <= 1 for a in profile["areas"]) and sum(a["share"] for a in profile["areas"]) > 0
+        assert 0 < one["end_to_end_rows_per_s"] <= one["rows_per_s"]  # the feed cannot end after the recording
+        if name in ("json", "arrow"):  # profiled once per wire
+            profile = run["profile"]  # py-spy attached to the three real peer processes
+            assert profile["samples"] > 0 and profile["self"]
+            assert [a["frame"] for a in profile["areas"]] == [frame for frame, _ in replay_bench.PROFILE_AREAS]
+            assert all(0 <= a["share"] <= 1 for a in profile["areas"])
+            assert sum(a["share"] for a in profile["areas"]) > 0
         assert run["input_rows"] > 0 and run["feed_s"]["median"] > 0 and run["event_time_s"] > 0
         kinds = [p["kind"] for p in run["processes"]]
         assert kinds[:3] == ["driver", "launcher", "repository"] and kinds.count("peer") == run["peers"] == 3
@@ -332,6 +336,7 @@ def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
     text = report.read_text()
     assert f"<!-- {replay_bench.SECTION}:start -->" in text and f"](img/{replay_bench.SECTION}.png)" in text
     assert "Where the peers' time goes" in text and "| arrow |" in text and "| json |" in text
+    assert "| json, recorder decodes |" in text and "`--recorder lines,decoded`" in text
     floor = summary["floor"]  # the same data through every component in one process
     assert floor["rows"] == entry["wires"]["json"]["input_rows"] and len(floor["runs"]) == 1
     for run in entry["wires"].values():
@@ -419,3 +424,12 @@ def test_security_tiny_reads_every_variant_whole(tmp_path: Path) -> None:
     assert all(v["median_tuples_per_s"] > 0 for v in variants.values())
     assert all(cost > 0 for cost in summary["auth_us"].values())
     assert "<!-- security-bench:start -->" in report.read_text() and "| token+tls |" in report.read_text()
+
+
+def test_replay_recorders_vary_only_json_runs() -> None:
+    assert replay_bench.variants(["json", "arrow"], ["lines", "decoded"]) == [
+        ("json", "json", False), ("json, recorder decodes", "json", True), ("arrow", "arrow", False)]
+    assert replay_bench.variants(["arrow"], ["decoded"]) == [("arrow", "arrow", False)]
+    for bad in ("", "lines,lines", "xml"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            replay_bench.parse_recorders(bad)

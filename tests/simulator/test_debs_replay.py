@@ -159,3 +159,14 @@ def test_impairments_change_nothing(baseline: Path, match: dict[str, Path]) -> N
     different = [name for name in derived if impaired.get(name) != reference[name]]
     assert not different, (different[:5], warnings_of(out), warnings_of(baseline))
     assert all(not data for name, data in streams(out, skip_late=False).items() if name.endswith("_late"))
+
+
+def test_a_decoding_recorder_records_the_same_bytes(baseline: Path, match: dict[str, Path]) -> None:
+    """The recorder writes line pages' bytes as they come; decoding every tuple and encoding it again (as it did
+    before line pages) must give the same files, byte for byte, late side outputs and forwarded sensors included."""
+    out = match["tmp"] / "decoded"
+    replay(relocated("full_game_3_peers.json", match["tmp"]), match["split"], out, "--record-decoded")
+    reference, decoded = streams(baseline, skip_late=False), streams(out, skip_late=False)
+    assert decoded.keys() == reference.keys() and sum(map(len, reference.values())) > 10**6
+    different = [name for name in reference if decoded[name] != reference[name]]
+    assert not different, (different[:5], warnings_of(out), warnings_of(baseline))
