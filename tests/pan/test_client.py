@@ -128,3 +128,46 @@ async def test_waits_for_a_publisher_that_appears_later(repository: RepositorySe
         (producer,) = await workers.start(wf)
         append(producer, "S", 3)
         assert [t["i"] for t in await pending] == [0, 1, 2]
+
+
+async def test_fetching_ahead_delivers_what_a_plain_reader_gets(repository: RepositoryServer,
+                                                                workers: WorkerGroup) -> None:
+    (producer,) = await workers.start(make_workflow(repository.port, [forwarder("F", ["S"], buffer_size=50)]))
+    append(producer, "S", 80)  # 0..29 are overwritten
+    served = producer.outputs["S"]
+    got: dict[bool, list[dict]] = {}
+    for prefetch in (False, True):
+        async with StreamSubscriber("S", ("127.0.0.1", repository.port), max_wait_ms=50, page_size=7, gaps=True,
+                                    prefetch=prefetch, local=workers.local) as sub:
+            batches = sub.batches()
+            got[prefetch] = await anext(batches)
+            if prefetch:  # the next page is asked for, and taken, while the caller still holds this one
+                requests = served.requests
+                await wait_until(lambda: served.requests > requests and sub.position == 43, 30)
+            while got[prefetch][-1].get("i") != 79:
+                got[prefetch] += await asyncio.wait_for(anext(batches), 30)
+            await batches.aclose()
+    assert got[True] == got[False]
+    assert got[True][0] == {"gap": {"from": 0, "to": 29}} and [t["i"] for t in got[True][1:]] == list(range(30, 80))
+
+
+async def test_a_reader_that_stops_and_reads_again_loses_nothing_fetched_ahead(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    (producer,) = await workers.start(make_workflow(repository.port, [forwarder("F", ["S"])]))
+    append(producer, "S", 10)
+    async with StreamSubscriber("S", ("127.0.0.1", repository.port), max_wait_ms=30_000, page_size=5, prefetch=True,
+                                local=workers.local) as sub:
+        batches = sub.batches()
+        assert [t["i"] for t in await anext(batches)] == [0, 1, 2, 3, 4]
+        await wait_until(lambda: sub.position == 9, 30)  # 5..9 fetched ahead, not delivered yet
+        await batches.aclose()
+        batches = sub.batches()
+        assert [t["i"] for t in await asyncio.wait_for(anext(batches), 30)] == [5, 6, 7, 8, 9]
+        # The fetch ahead now waits in a long poll past the end: stopping cancels it and it moves nothing.
+        await batches.aclose()
+        assert sub.position == 9
+        append(producer, "S", 3)
+        again = sub.batches()
+        assert [t["i"] for t in await asyncio.wait_for(anext(again), 30)] == [10, 11, 12]
+    assert sub._ahead is None  # closing the subscriber cancelled the fetch asked for ahead of `again`
