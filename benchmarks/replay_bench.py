@@ -294,7 +294,8 @@ def measure(workflow: Path, data: Path, work: Path, span_s: float, wire: str, pr
         else float("nan"),
         "real_time_multiple": round(span_s / feed_s, 3) if feed_s > 0 else None,
         "target_rows_per_s": TARGET_ROWS_PER_S,
-        "target_met": rows_per_s >= TARGET_ROWS_PER_S,
+        "target_met": summary["sent"] / summary["recorded_s"] >= TARGET_ROWS_PER_S if summary["recorded_s"] > 0
+        else False,  # judged end to end: a feed that runs ahead of the workflow meets nothing
         "tuples_recorded": summary["tuples"],
         "missed": summary["missed"],
         "cpu_total_s": round(sum(cpu.values()), 2),
@@ -344,7 +345,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "peers": first["peers"], "input_rows": first["input_rows"], "event_time_s": first["event_time_s"],
         "reps": len(runs), **spreads, "driver_cpu_s": driver,
         "rows_per_s_median": spreads["rows_per_s"]["median"], "cpu_total_s_median": spreads["cpu_total_s"]["median"],
-        "target_met": spreads["rows_per_s"]["median"] >= TARGET_ROWS_PER_S,
+        "end_to_end_rows_per_s_median": spreads["end_to_end_rows_per_s"]["median"],
+        "target_met": spreads["end_to_end_rows_per_s"]["median"] >= TARGET_ROWS_PER_S,
         "tuples_recorded": sorted({r["tuples_recorded"] for r in runs}),
         "missed_runs": sum(bool(r["missed"]) for r in runs),
         "processes": processes,
@@ -420,8 +422,8 @@ def run(args: argparse.Namespace) -> int:
             floor = results["floor"]["rows_per_s_median"]
             for layout, entry in results["runs"].items():
                 for wire, summary in entry["wires"].items():
-                    summary["fraction_of_floor"] = round(summary["rows_per_s_median"] / floor, 3)
-                    print(f"replay {layout} {wire}: {summary['fraction_of_floor']:.1%} of the floor "
+                    summary["fraction_of_floor"] = round(summary["end_to_end_rows_per_s_median"] / floor, 3)
+                    print(f"replay {layout} {wire}: {summary['fraction_of_floor']:.1%} of the floor end to end "
                           f"({floor:,.0f} rows/s, one process, no network)", file=sys.stderr, flush=True)
     results["recordings_identical"] = len(digests) == 1
     results["load_avg_at_end"] = wires.load_avg()
@@ -480,7 +482,8 @@ def report(results: dict[str, Any]) -> str:
         "",
         "Rows/s = input rows sent / feed time (the simulator's run); multiple of real time = event-time span of "
         f"the data / feed time; medians over the runs, rows/s with min - max. Target (issue 5): "
-        f"{TARGET_ROWS_PER_S:,} rows/s, 10x real time. CPU = user + system seconds of every process of the replay, "
+        f"{TARGET_ROWS_PER_S:,} rows/s, 10x real time, judged end to end. CPU = user + system seconds of every "
+        "process of the replay, "
         f"sampled every {SAMPLE_S:g} s with psutil over the whole run (start-up, feed, and the quiet period after "
         "the data before the replay stops: the wall time); driver = the simulator and the recorder. End to end = "
         "input rows / the time from the first row fed until every output stream had ended and was recorded: the "
@@ -516,7 +519,7 @@ def report(results: dict[str, Any]) -> str:
         lines += ["", f"Floor (`pan bench floor` on the same data, {len(floor['runs'])} runs: every component in one "
                   f"process, no network): {common.fmt(floor['rows_per_s_median'])} rows/s median "
                   f"({common.fmt(floor['rows_per_s_min'])} - {common.fmt(floor['rows_per_s_max'])}); the replay "
-                  "reaches " + ", ".join(parts) + "."]
+                  "reaches, end to end, " + ", ".join(parts) + "."]
     lines += [
         "",
         "The replay driver is the simulator plus the recorder (one subscriber per output stream; over JSON it reads "

@@ -143,7 +143,7 @@ async def test_fetching_ahead_delivers_what_a_plain_reader_gets(repository: Repo
             got[prefetch] = await anext(batches)
             if prefetch:  # the next page is asked for, and taken, while the caller still holds this one
                 requests = served.requests
-                await wait_until(lambda: served.requests > requests and sub.position == 43, 30)
+                await wait_until(lambda r=requests: served.requests > r and sub.position == 43, 30)
             while got[prefetch][-1].get("i") != 79:
                 got[prefetch] += await asyncio.wait_for(anext(batches), 30)
             await batches.aclose()
