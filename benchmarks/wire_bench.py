@@ -9,9 +9,7 @@ holds a backlog of DEBS sensor tuples (13 integers each, as `pan bench
 runtime` uses); one ``StreamSubscriber`` in this process reads the whole
 backlog with ``wire="json"``, with ``wire="arrow"`` and as encoded tuples
 (``encoded=True``: line pages, pan/line_pages.py, each tuple left as bytes),
-and JSON and line pages again fetching ahead (``prefetch=True``: the next page
-is asked for while the reader handles the last), in turn in each repetition so
-drifting load hits all alike. Reported per page
+in turn in each repetition so drifting load hits all alike. Reported per page
 size and format: tuples/s (median, min-max), the CPU of the worker and of the
 client per second of the run, and each format's ratio to JSON of the medians,
 with the load average at start and end.
@@ -43,29 +41,19 @@ if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module o
 HELP = "tuples/s of one subscriber reading JSON, Arrow and line /data pages from one worker (issue 13)"
 SECTION_NAME = "wire-bench"
 SECTION_TITLE = "## Wire formats: JSON, Arrow and line pages (issue 13)"
-#: How each reader is made: ``lines`` reads encoded tuples (line pages), the others decode every tuple into a dict;
-#: ``ahead``: the reader asks for the next page while it handles the last one (``prefetch``).
-READERS: dict[str, dict[str, Any]] = {
-    "json": {"wire": "json"},
-    "arrow": {"wire": "arrow"},
-    "lines": {"wire": "json", "encoded": True},
-    "json, ahead": {"wire": "json", "prefetch": True},
-    "lines, ahead": {"wire": "json", "encoded": True, "prefetch": True},
-}
-WIRES = tuple(READERS)
-#: The page each reader is served, by the format it asks for.
-FORMAT_OF = {"json": "json", "arrow": "arrow", "lines": "lines", "json, ahead": "json", "lines, ahead": "lines"}
+#: ``lines``: a reader of encoded tuples (line pages); the others decode every tuple into a dict.
+WIRES = ("json", "arrow", "lines")
 
 
 async def read_backlog(repository_port: int, wire: str, page: int, total: int, **options: Any) -> int:
-    """Tuples read by a fresh subscriber (made as ``READERS[wire]`` says) from the start of the backlog to its
-    end (``options``: more of ``StreamSubscriber``'s, e.g. a token and TLS)."""
+    """Tuples read by a fresh subscriber from the start of the backlog to its end (``options``: more of
+    ``StreamSubscriber``'s, e.g. a token and TLS)."""
     from pan.client import StreamSubscriber
 
     received = 0
     async with StreamSubscriber(
         THROUGHPUT_STREAM, (HOST, repository_port), start="earliest", page_size=page, max_wait_ms=1000,
-        **READERS[wire], **options,
+        wire="json" if wire == "lines" else wire, encoded=wire == "lines", **options,  # type: ignore[arg-type]
     ) as subscriber:
         async for batch in subscriber.batches():
             received += len(batch)
@@ -83,7 +71,7 @@ async def page_bytes(session: aiohttp.ClientSession, worker_port: int, page: int
 
     accept = {**ACCEPT, "lines": line_pages.ACCEPT}
     sizes = {}
-    for wire in ("json", "arrow", "lines"):
+    for wire in WIRES:
         async with session.get(f"http://{HOST}:{worker_port}/data", params={"s": THROUGHPUT_STREAM, "n": str(page)},
                                headers={"Accept": accept[wire]}) as response:
             sizes[wire] = len(await response.read())
@@ -120,7 +108,7 @@ async def bench(proc: WorkerProcess, backlog: int, pages: list[int], reps: int) 
             wire: round(per_wire[wire]["median_tuples_per_s"] / per_wire["json"]["median_tuples_per_s"], 2)
             for wire in WIRES if wire != "json"
         }
-        per_wire["page_bytes"] = {wire: sizes[str(page)][FORMAT_OF[wire]] for wire in WIRES}
+        per_wire["page_bytes"] = sizes[str(page)]
         results[str(page)] = per_wire
     return results
 

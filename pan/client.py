@@ -93,7 +93,6 @@ class StreamSubscriber:
         view: str = "settled",
         batcher: PageBatcher | None = None,
         encoded: bool = False,
-        prefetch: bool = False,
     ) -> None:
         if view not in ("settled", "raw"):
             raise ValueError(f"view must be 'settled' or 'raw', got {view!r}")
@@ -129,12 +128,6 @@ class StreamSubscriber:
             local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire, token=token, tls=tls, batcher=batcher,
             encoded=encoded,
         )
-        #: ``prefetch``: ``batches()`` asks for the next page while its caller handles the last one, as Kafka's
-        #: fetcher does, so the reader's work overlaps the publisher's and the network's. ``position`` and the
-        #: other state then already count the page fetched ahead.
-        self.prefetch = prefetch
-        self._ahead: asyncio.Task[Fetch] | None = None
-        self._ahead_for: object | None = None  # the ``batches()`` that asked for it (another may take it over)
         self.token = token
         self.tls = tls  # HTTPS to the repositories and publishers, trusting this context's CA (pan.tls)
         self._session = session
@@ -195,7 +188,6 @@ class StreamSubscriber:
             self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
     async def close(self) -> None:
-        self._stop_fetching_ahead(closing=True)
         if self._owns_session and self._session is not None:
             await self._session.close()
         self._session = None
@@ -212,34 +204,11 @@ class StreamSubscriber:
 
     async def batches(self) -> AsyncIterator[list[Any]]:
         """Non-empty batches of new tuples, in index order, forever (with markers if ``gaps``); bytes if ``encoded``."""
-        reader = object()  # this iteration: one left behind unclosed must not stop a later one's fetch ahead
-        try:
-            while True:
-                fetch = await self._next_fetch(reader)
-                batch = fetch.markers(self.position, self.epoch) if self.gap_markers else fetch.tuples
-                if batch:
-                    yield batch
-        finally:
-            if self._ahead_for is reader:
-                self._stop_fetching_ahead()
-
-    async def _next_fetch(self, reader: object) -> Fetch:
-        """The next fetch; with ``prefetch`` the one already asked for, and the one after it is asked for now."""
-        if not self.prefetch:
-            return await self.fetch()
-        ahead, self._ahead = self._ahead, None
-        fetch = await (ahead if ahead is not None else self.fetch())
-        self._ahead, self._ahead_for = asyncio.create_task(self.fetch(), name=f"fetch ahead {self.stream}"), reader
-        return fetch
-
-    def _stop_fetching_ahead(self, closing: bool = False) -> None:
-        """The caller stopped reading: cancel the fetch asked for ahead, unless it has its answer already (a
-        later ``batches()`` delivers it first). A cancelled fetch moved nothing: its answer is applied to the
-        state with no wait in between."""
-        ahead = self._ahead
-        if ahead is not None and (closing or not ahead.done()):
-            ahead.cancel()
-            self._ahead = None
+        while True:
+            fetch = await self.fetch()
+            batch = fetch.markers(self.position, self.epoch) if self.gap_markers else fetch.tuples
+            if batch:
+                yield batch
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         async for batch in self.batches():

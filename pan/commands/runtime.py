@@ -293,7 +293,6 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             wire=wire,
             token=conn.token,
             tls=conn.tls,
-            prefetch=True,  # the next page comes while this one is printed
         ) as subscriber:
             async for batch in subscriber.batches():
                 lines = []
