@@ -230,7 +230,9 @@ class StreamSubscriber:
             try:
                 after = state.position if state.positioned else None
                 generation = state.raw_generation if state.raw_view else None
-                answer = await self.fetcher.get(self._session, state.source, after, generation)
+                # Behind the publisher's last answer, the next page is there already: no long poll to wait for.
+                wait = state.position >= state.upstream_last
+                answer = await self.fetcher.get(self._session, state.source, after, generation, wait=wait)
             except BadAnswer as exc:
                 self._bad_page(state.source, exc)
                 # Even a repository that keeps naming this publisher cannot make us spin.

@@ -100,23 +100,26 @@ class PageFetcher:
         return self.local is not None and self.local.lookup(source.host, source.port) is not None
 
     async def get(
-        self, session: aiohttp.ClientSession, source: Source, after: int | None, raw_generation: int | None = None
+        self, session: aiohttp.ClientSession, source: Source, after: int | None, raw_generation: int | None = None,
+        *, wait: bool = True,
     ) -> dict[str, Any]:
         """The publisher's `/data` answer for the tuples after index ``after``, decoded and checked.
 
         ``after=None`` asks only for the newest index (where ``start="latest"`` begins). ``raw_generation``:
-        the raw view of a speculative stream, for a reader that has seen that retract generation. Raises
+        the raw view of a speculative stream, for a reader that has seen that retract generation. ``wait``
+        False: no long poll (the caller knows the publisher has more; a batcher then sends the page without
+        waiting for a long poll of other streams, pan/page_batches.py). Raises
         ``BadAnswer`` for an unusable page, ``SubscriberError`` if the publisher rejects the request,
         and ``ValueError``, ``aiohttp.ClientError``, ``TimeoutError`` or ``OSError`` if it fails.
         """
         serve = self.local.lookup(source.host, source.port) if self.local is not None else None
         if serve is not None:
-            return self._checked(await self._get_local(serve, source, after, raw_generation), self.encoded)
+            return self._checked(await self._get_local(serve, source, after, raw_generation, wait), self.encoded)
         if after is None:
             params = {"s": self.stream, "l": "1"}
         else:
             params = {"s": self.stream, "i": str(after), "n": str(self.page_size)}
-            if self.max_wait_ms:
+            if self.max_wait_ms and wait:
                 params["w"] = str(self.max_wait_ms)
             if self.wake_on_meta:
                 params["m"] = "1"
@@ -131,7 +134,7 @@ class PageFetcher:
                 raise SubscriberError(str(exc)) from None
             if page is not None:
                 return self._checked(page, False)
-        timeout = aiohttp.ClientTimeout(total=self.max_wait_ms / 1000 + self.request_timeout_s)
+        timeout = aiohttp.ClientTimeout(total=int(params.get("w", 0)) / 1000 + self.request_timeout_s)
         try:
             async with session.get(
                 source.url("/data", self._scheme), params=params, headers=self._headers, timeout=timeout, **self._ssl
@@ -157,13 +160,13 @@ class PageFetcher:
         return page
 
     async def _get_local(
-        self, serve: DataFunction, source: Source, after: int | None, raw_generation: int | None = None
+        self, serve: DataFunction, source: Source, after: int | None, raw_generation: int | None, wait: bool
     ) -> bytes:
         """The same fetch as over HTTP, answered by a publisher in this process."""
         if after is None:
             after, oldest, latest, wait_ms = -1, None, 1, 0
         else:
-            oldest, latest, wait_ms = self.page_size, None, self.max_wait_ms
+            oldest, latest, wait_ms = self.page_size, None, self.max_wait_ms if wait else 0
         try:
             return await serve(
                 self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation,

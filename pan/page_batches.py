@@ -20,7 +20,9 @@ they would cost with `/data`.
 A reader that is not latency-bound (the replay's recorder, whose subscribers
 each linger before asking again, so hardly two ask in the same round) sets
 ``one_request_out``: then a page asked for while a request is out waits for it
-and goes in the next, the fewest requests. A publisher without ``/pages`` (an
+and goes in the next, the fewest requests; only a page asked for without a
+long poll (its reader knows the publisher has more) does not wait behind a long
+poll: such pages go in requests of their own, one out at a time too. A publisher without ``/pages`` (an
 older peer) is asked with `/data` from then on. A batcher of ``lines`` asks for
 line pages (pan/line_pages.py): the tuples stay the publisher's bytes.
 """
@@ -48,6 +50,8 @@ NO_ROUTE = (404, 405)
 PAGES_PER_REQUEST = MAX_PAGES
 
 Pending = list[tuple[dict[str, str], "asyncio.Future[dict[str, Any] | None]"]]
+#: Pages that share requests: a publisher's endpoint, and whether the pages long-poll (``one_request_out`` only).
+Lane = tuple[str, bool]
 
 
 class SubscriberRefused(Exception):
@@ -79,11 +83,11 @@ class PageBatcher:
         self._headers = {"Accept": line_pages.ACCEPT if lines else "application/json", **bearer(token)}
         self._scheme = scheme(tls)
         self._ssl: dict[str, Any] = {} if tls is None else {"ssl": tls}
-        #: Per publisher, the pages asked for that no request carries yet, as the requests they will make.
-        self._unsent: dict[str, deque[Pending]] = {}
+        #: Per lane, the pages asked for that no request carries yet, as the requests they will make.
+        self._unsent: dict[Lane, deque[Pending]] = {}
         self._senders: set[asyncio.Task[None]] = set()
-        #: With ``one_request_out``: the publishers whose sender is running (it takes the next pages too).
-        self._sending: set[str] = set()
+        #: With ``one_request_out``: the lanes whose sender is running (it takes the next pages too).
+        self._sending: set[Lane] = set()
         #: Publishers that answered ``POST /pages`` with 404 or 405.
         self.unsupported: set[str] = set()
         self.requests = 0  # POSTs sent
@@ -100,19 +104,20 @@ class PageBatcher:
         if endpoint in self.unsupported:
             return None
         future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
-        unsent = self._unsent.setdefault(endpoint, deque())
+        lane = (endpoint, not self.one_request_out or "w" in query)
+        unsent = self._unsent.setdefault(lane, deque())
         if not unsent or len(unsent[-1]) >= PAGES_PER_REQUEST:
             # A new request; it is sent next loop round, and the pages asked for meanwhile go along.
             unsent.append([])
-            if not self.one_request_out or endpoint not in self._sending:
-                self._start_sender(source)
+            if not self.one_request_out or lane not in self._sending:
+                self._start_sender(source, lane)
         unsent[-1].append((query, future))
         return await future
 
-    def _start_sender(self, source: Source) -> None:
+    def _start_sender(self, source: Source, lane: Lane) -> None:
         if self.one_request_out:
-            self._sending.add(source.endpoint)
-        sender = asyncio.create_task(self._send_later(source), name=f"pages {source.endpoint}")
+            self._sending.add(lane)
+        sender = asyncio.create_task(self._send_later(source, lane), name=f"pages {source.endpoint}")
         self._senders.add(sender)
         sender.add_done_callback(self._senders.discard)
 
@@ -125,11 +130,10 @@ class PageBatcher:
             while unsent:
                 _fail(unsent.popleft(), ConnectionError("the page batcher was closed"))
 
-    async def _send_later(self, source: Source) -> None:
-        """Send the oldest unsent request of ``source`` (its pages asked for until now), and with
+    async def _send_later(self, source: Source, lane: Lane) -> None:
+        """Send the oldest unsent request of ``lane`` (its pages asked for until now), and with
         ``one_request_out`` then the next ones, one at a time; every future hears how its request ended."""
-        endpoint = source.endpoint
-        unsent = self._unsent[endpoint]
+        unsent = self._unsent[lane]
         try:
             while unsent:
                 pending = unsent.popleft()  # from now on, pages go in a new request
@@ -144,7 +148,7 @@ class PageBatcher:
                     return
         finally:
             if self.one_request_out:
-                self._sending.discard(endpoint)
+                self._sending.discard(lane)
 
     async def _send(self, source: Source, pending: Pending) -> None:
         """One ``POST /pages`` for ``pending``; each future gets its page, or the failure."""

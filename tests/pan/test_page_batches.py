@@ -169,7 +169,8 @@ async def quiet_long_poll_out(batcher: PageBatcher, source: Source) -> asyncio.T
 
 
 def unsent_pages(batcher: PageBatcher, source: Source) -> int:
-    return sum(map(len, batcher._unsent[source.endpoint]))
+    return sum(len(pending) for (endpoint, _), unsent in batcher._unsent.items() if endpoint == source.endpoint
+               for pending in unsent)
 
 
 async def test_a_page_never_waits_for_a_long_poll_already_out(worker: Worker) -> None:
@@ -206,6 +207,32 @@ async def test_with_one_request_out_a_page_waits_for_the_request_out(worker: Wor
             await batcher.close()
     assert [t["k"] for t in quiet_page["tuples"]] == [0] and [t["k"] for t in busy_page["tuples"]] == [0, 1, 2]
     assert batcher.requests == 2
+
+
+async def test_with_one_request_out_a_reader_behind_its_publisher_does_not_wait_for_a_long_poll(
+    repository: RepositoryServer, worker: Worker
+) -> None:
+    """A reader that knows its publisher has more asks without a long poll, and such a page does not wait behind
+    another stream's long poll: the replay's recorder drained one page per stream per long poll before."""
+    fill(worker, "S1", 20)
+    source = Source(HOST, worker.server.port, rep=False, lvl=0)
+    async with aiohttp.ClientSession() as session:
+        batcher = PageBatcher(session, request_timeout_s=10, one_request_out=True)
+        busy = StreamSubscriber("S1", (HOST, repository.port), page_size=5, max_wait_ms=60_000, session=session,
+                                batcher=batcher)
+        try:
+            batches = busy.batches()
+            got = [t["k"] for t in await asyncio.wait_for(anext(batches), 30)]
+            quiet = long_poll(batcher, source, "S0")  # a minute's long poll on the empty S0 is out from now on
+            await wait_until(lambda: batcher.requests == 2)
+            while len(got) < 20:
+                got += [t["k"] for t in await asyncio.wait_for(anext(batches), 30)]
+            assert not quiet.done() and batcher.requests == 5  # three pages without a wait, each on its own
+        finally:
+            await batcher.close()
+    assert got == list(range(20))
+    with pytest.raises(ConnectionError):
+        await quiet
 
 
 async def test_closing_fails_the_pages_waiting_for_a_request_out(worker: Worker) -> None:
