@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
 
 from pan.lifeline import shared_lifeline
 from pan.local import LocalPublishers
@@ -128,6 +130,22 @@ def repeater(name: str, streams: list[str], level: int, **extra: Any) -> dict[st
         "params": {"level": level},
         **extra,
     }
+
+
+@contextlib.asynccontextmanager
+async def data_server(answer: Callable[[web.Request], Awaitable[web.Response]]) -> AsyncIterator[int]:
+    """A bare aiohttp server whose only route, ``GET /data``, answers with ``answer`` (a publisher that is not
+    a PAN worker: an older peer, a broken one); yields its port."""
+    app = web.Application()
+    app.router.add_get("/data", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, HOST, port).start()
+    try:
+        yield port
+    finally:
+        await runner.cleanup()
 
 
 async def wait_until(predicate: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.02) -> Any:

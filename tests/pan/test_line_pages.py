@@ -25,9 +25,8 @@ from pan.local import LocalPublishers
 from pan.page_batches import PageBatcher
 from pan.repository import RepositoryServer
 from pan.repository_client import BadAnswer, Source
-from pan.web import free_port
 from pan.worker import Worker
-from tests.conftest import HOST, WorkerGroup, forwarder, make_workflow, wait_until
+from tests.conftest import HOST, WorkerGroup, data_server, forwarder, make_workflow, wait_until
 
 TIMEOUT = aiohttp.ClientTimeout(total=60)
 
@@ -229,16 +228,8 @@ async def older_peer(producer: Worker) -> AsyncIterator[tuple[int, bytes, list[s
         seen.append(request.headers.get("Accept"))
         return web.Response(body=recorded, content_type="application/json")
 
-    app = web.Application()
-    app.router.add_get("/data", data)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, HOST, port).start()
-    try:
+    async with data_server(data) as port:
         yield port, recorded, seen
-    finally:
-        await runner.cleanup()
 
 
 @pytest.mark.parametrize("batched", [False, True])
@@ -266,21 +257,12 @@ async def test_a_bad_line_page_fails_the_publisher_over_not_the_reader(producer:
     async def data(request: web.Request) -> web.Response:
         return web.Response(body=bodies.pop(0), content_type=LINES_TYPE)
 
-    app = web.Application()
-    app.router.add_get("/data", data)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, HOST, port).start()
-    try:
-        async with aiohttp.ClientSession() as session:
-            fetcher = PageFetcher("S", page_size=100, max_wait_ms=0, request_timeout_s=10, local=None,
-                                  wake_on_meta=False, hold=None, encoded=True)
-            for why in ("'count'", "undecodable"):
-                with pytest.raises(BadAnswer, match=why):
-                    await fetcher.get(session, Source(HOST, port, False, 0), -1)
-    finally:
-        await runner.cleanup()
+    async with data_server(data) as port, aiohttp.ClientSession() as session:
+        fetcher = PageFetcher("S", page_size=100, max_wait_ms=0, request_timeout_s=10, local=None,
+                              wake_on_meta=False, hold=None, encoded=True)
+        for why in ("'count'", "undecodable"):
+            with pytest.raises(BadAnswer, match=why):
+                await fetcher.get(session, Source(HOST, port, False, 0), -1)
 
 
 async def test_an_encoded_reader_needs_a_batcher_of_line_pages() -> None:

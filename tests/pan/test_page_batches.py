@@ -22,7 +22,17 @@ from pan.repository_client import Source
 from pan.web import free_port
 from pan.worker import Worker
 from pan.workflow import WorkflowError, parse_workflow
-from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, repeater, wait_until, workflow_dict
+from tests.conftest import (
+    HOST,
+    WorkerGroup,
+    data_server,
+    forwarder,
+    get_json,
+    make_workflow,
+    repeater,
+    wait_until,
+    workflow_dict,
+)
 
 STREAMS = [f"S{n}" for n in range(12)]
 
@@ -257,14 +267,8 @@ async def old_publisher() -> AsyncIterator[int]:
     async def data(_request: web.Request) -> web.Response:
         return web.json_response(page)
 
-    app = web.Application()
-    app.add_routes([web.get("/data", data)])
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, HOST, 0)
-    await site.start()
-    yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    await runner.cleanup()
+    async with data_server(data) as port:
+        yield port
 
 
 async def test_a_publisher_without_pages_is_asked_with_data(old_publisher: int) -> None:

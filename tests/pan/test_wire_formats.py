@@ -25,7 +25,7 @@ from pan.repository import RepositoryServer
 from pan.repository_client import Source
 from pan.web import free_port
 from pan.worker import Worker
-from tests.conftest import HOST, ROOT, WorkerGroup, forwarder, make_workflow, repeater, wait_until
+from tests.conftest import HOST, ROOT, WorkerGroup, data_server, forwarder, make_workflow, repeater, wait_until
 
 TIMEOUT = aiohttp.ClientTimeout(total=30)
 
@@ -159,17 +159,9 @@ async def older_peer(producer: Worker) -> AsyncIterator[tuple[int, bytes]]:
         seen.append(request.headers.get("Accept"))
         return web.Response(body=recorded, content_type="application/json")
 
-    app = web.Application()
-    app.router.add_get("/data", data)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, HOST, port).start()
-    try:
+    async with data_server(data) as port:
         yield port, recorded
-    finally:
-        await runner.cleanup()
-        assert seen and all(accept is not None and ARROW_TYPE in accept for accept in seen)
+    assert seen and all(accept is not None and ARROW_TYPE in accept for accept in seen)
 
 
 async def test_an_arrow_reader_reads_an_older_json_only_peer(older_peer: tuple[int, bytes]) -> None:
