@@ -20,11 +20,13 @@ they would cost with `/data`.
 A reader that is not latency-bound (the replay's recorder, whose subscribers
 each linger before asking again, so hardly two ask in the same round) sets
 ``one_request_out``: then a page asked for while a request is out waits for it
-and goes in the next, the fewest requests; only a page asked for without a
-long poll (its reader knows the publisher has more) does not wait behind a long
-poll: such pages go in requests of their own, one out at a time too. A publisher without ``/pages`` (an
-older peer) is asked with `/data` from then on. A batcher of ``lines`` asks for
-line pages (pan/line_pages.py): the tuples stay the publisher's bytes.
+and goes in the next, the fewest requests. Only a page asked for without a long
+poll (its reader knows the publisher has more) never waits behind a long poll:
+such pages go in requests of their own, one out at a time too (a lane each).
+
+A publisher without ``/pages`` (an older peer) is asked with `/data` from then
+on. A batcher of ``lines`` asks for line pages (pan/line_pages.py): the tuples
+stay the publisher's bytes.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ class SubscriberRefused(Exception):
 class PageBatcher:
     """Every page asked for of one publisher in one event-loop round goes in one ``POST /pages``.
 
-    ``one_request_out``: at most one request per publisher is out; pages asked for meanwhile wait for it.
+    ``one_request_out``: at most one request per publisher is out (and one without a long poll); pages asked for
+    meanwhile wait for it.
     ``lines``: ask for line pages; a page's ``tuples`` are then bytes, with ``indices`` beside them (unless
     the publisher answered JSON).
     """
