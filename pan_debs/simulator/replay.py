@@ -93,6 +93,11 @@ class ReplayResult:
     #: worker -> task -> error, for workers whose /health said a task of theirs ended with an error: a dead
     #: input pull or component looks like a quiet stream in the recording, so the replay must say it
     failed_tasks: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: this process's CPU seconds (the simulator and the recorder): until the feed started, and until every
+    #: output was recorded (`pan bench replay` weighs the driver by them)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    #: the recorder's ``POST /pages`` requests and the pages they carried
+    recorder_requests: dict[str, int] = field(default_factory=dict)
 
 
 def output_streams(workflow: Workflow) -> list[str]:
@@ -193,6 +198,12 @@ class Recorder:
             if subscriber.position >= subscriber.upstream_last:  # caught up: let the next page fill
                 await asyncio.sleep(self.linger_s)
 
+    def requests(self) -> dict[str, int]:
+        """The ``POST /pages`` requests sent so far, and the pages they carried."""
+        if self.batcher is None:
+            return {}
+        return {"requests": self.batcher.requests, "pages": self.batcher.pages}
+
     def total(self) -> int:
         return sum(self.counts.values())
 
@@ -273,6 +284,7 @@ async def replay(
     watching: asyncio.Task[None] | None = None
     timing: dict[str, float] = {}
     failures: dict[str, dict[str, str]] = {}
+    cpu: dict[str, float] = {}
 
     async def run_through() -> Any:
         nonlocal watching
@@ -282,10 +294,12 @@ async def replay(
         if observer is not None:
             watching = asyncio.create_task(observer(), name="replay observer")
         timing["feed_started"] = time.monotonic()
+        cpu["before_feed"] = time.process_time()
         summary = await feed()
         timing["feed_s"] = time.monotonic() - timing["feed_started"]
         await _wait_until_quiet(recorder, quiet_s, until_ended)
         timing["recorded_s"] = time.monotonic() - timing["feed_started"]
+        cpu["until_recorded"] = time.process_time() - cpu["before_feed"]
         failures.update(await failed_tasks(workflow))
         return summary
 
@@ -301,7 +315,7 @@ async def replay(
             await _stop_workflow(run, lifeline)
     missed = {s: sub.stats.missed for s, sub in recorder.subscribers.items() if sub.stats.missed}
     return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, timing["feed_s"], missed,
-                        recorder.wire, timing["recorded_s"], failures)
+                        recorder.wire, timing["recorded_s"], failures, cpu, recorder.requests())
 
 
 async def _start_workflow(workflow_path: Path, wire: Wire | None,

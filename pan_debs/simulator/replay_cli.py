@@ -156,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
         "feed_s": round(result.feed_s, 3),
         "recorded_s": round(result.recorded_s, 3),  # from the first row fed to the last output recorded
         "wire": result.wire,
+        "cpu_s": {k: round(v, 3) for k, v in result.cpu_s.items()},
+        "recorder": result.recorder_requests,
         "speedup": args.speedup,
         # seconds of match per second, from the first row fed to the last output recorded: what a user waits for
         "achieved_speedup": round(result.feed.get("event_s", 0.0) / result.recorded_s, 3) if result.recorded_s

@@ -1,0 +1,59 @@
+"""`pan COMMAND` loads only the command module named after COMMAND (pan/cli.py), and every command still works."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from pan.cli import ENTRY_POINT_GROUP, build_parser, command_entries
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def commands(parser: argparse.ArgumentParser) -> set[str]:
+    return {name for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices}
+
+
+ENTRIES = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_each_entry_is_named_after_a_command_of_its_module(entry: object) -> None:
+    name = entry.name  # type: ignore[attr-defined]
+    assert [e.value for e in command_entries(name)] == [entry.value]  # type: ignore[attr-defined]
+    assert name in commands(build_parser(name))
+
+
+def test_every_command_a_module_registers_has_its_entry() -> None:
+    """A command without an entry of its own would load every module, as if it were a typo."""
+    named = {entry.name for entry in ENTRIES}
+    assert commands(build_parser()) <= named
+
+
+def test_no_command_or_an_unknown_one_loads_every_module_once() -> None:
+    modules = sorted({entry.value for entry in ENTRIES})
+    for command in (None, "nosuch", "--help"):
+        loaded = [entry.value for entry in command_entries(command)]
+        assert sorted(loaded) == modules and len(loaded) == len(set(loaded))
+    own = [value.startswith("pan.") for value in (entry.value for entry in command_entries())]
+    assert own == sorted(own, reverse=True)  # PAN's own commands first in `pan --help`
+
+
+@pytest.mark.process
+def test_a_peer_process_does_not_import_the_other_commands() -> None:
+    probe = ("import sys; from pan.cli import main\n"
+             "try:\n    main(['peer', '--help'])\nexcept SystemExit:\n    pass\n"
+             "print('loaded:', *(m for m in ('pan_debs.workers.dashboard.app', 'pan_debs.simulator.simulate', "
+             "'pan.commands.deploy', 'pan_debs.simulator.replay_cli') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=180,
+                          check=True)
+    assert done.stdout.strip().splitlines()[-1] == "loaded:", done.stdout
+    typo = subprocess.run([sys.executable, "-m", "pan", "peeer"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=180, check=False)
+    assert typo.returncode == 2 and "invalid choice" in typo.stderr and "replay" in typo.stderr
