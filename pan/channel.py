@@ -146,8 +146,11 @@ class InputChannel:
             self._notify()
 
     def add(self, tuples: list[Tuple]) -> None:
-        for item in tuples:
-            self.buffer.append(item, item["i"])
+        if tuples and tuples[0]["i"] == self.buffer.next_index == tuples[-1]["i"] - len(tuples) + 1:
+            self.buffer.extend(tuples)  # the usual page: right after the last one, no holes (indices rise)
+        else:
+            for item in tuples:
+                self.buffer.append(item, item["i"])
         self._received += len(tuples)
         self._notify()
 

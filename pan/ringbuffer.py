@@ -83,9 +83,13 @@ class RingBuffer(Generic[T]):
 
     def extend(self, items: list[T]) -> None:
         """Append many items with consecutive indices; readers wake once."""
-        for item in items:
-            self._slots[self._next % self.capacity] = item
-            self._next += 1
+        capacity, count = self.capacity, len(items)
+        kept = items if count <= capacity else items[-capacity:]  # the others would be overwritten at once
+        at = (self._next + count - len(kept)) % capacity
+        head = min(len(kept), capacity - at)  # slot assignments, not a loop: a forwarder stores ~100k rows/s
+        self._slots[at : at + head] = kept[:head]
+        self._slots[: len(kept) - head] = kept[head:]
+        self._next += count
         if self._next - self._first > self.capacity:
             self._first = self._next - self.capacity
         self._wake()
