@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from collections import deque
-from itertools import accumulate, repeat
+from itertools import accumulate, count, repeat
 from typing import Any
 
 import orjson
@@ -48,6 +48,16 @@ def encode(record: Tuple) -> bytes:
     through ``memoryview`` (0.16 against 0.43 us for a tuple of 14 numbers).
     """
     return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)[:-1]
+
+
+def encode_at(index: int, item: Tuple) -> bytes:
+    """The stored tuple: ``item`` with ``"i": index`` as its first key (an input tuple's own ``i`` must not
+    leak into this stream). Spliced in front of ``item``'s encoding: half the CPU of building the record."""
+    if item and "i" not in item:
+        return b'{"i":%d,%b' % (index, orjson.dumps(item)[1:])
+    record = {"i": index, **item}
+    record["i"] = index
+    return encode(record)
 
 
 WM_POKE_INTERVAL_S = 0.005  # a moving watermark wakes (meta-waiting) long polls at most 200 times a second,
@@ -144,9 +154,7 @@ class OutputStream:
         replaying = index is None and self._replay_next is not None
         if index is None:
             index = self.next_index
-        record = {"i": index, **item}
-        record["i"] = index  # an input tuple's own index must not leak into this stream
-        encoded = encode(record)
+        encoded = encode_at(index, item)
         if replaying and not self._replayed([encoded]):
             return index
         skipped = index - self.buffer.next_index
@@ -158,13 +166,7 @@ class OutputStream:
         return index
 
     def extend(self, items: list[Tuple]) -> None:
-        start = self.next_index
-        encoded = []
-        for n, item in enumerate(items):
-            record = {"i": start + n, **item}
-            record["i"] = start + n  # an input tuple's own index must not leak into this stream
-            encoded.append(encode(record))
-        self.extend_encoded(encoded)
+        self.extend_encoded(list(map(encode_at, count(self.next_index), items)))
 
     def extend_encoded(self, encoded: list[bytes]) -> None:
         """Append JSON objects the caller encoded with indices from ``next_index`` on."""
