@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import time
 from pathlib import Path
@@ -332,12 +331,12 @@ class OrderedComponent(Component):
         emitted = self._emitted_limit()
         for name, output in self.ctx.outputs.items():
             if ended:
-                progress = dataclasses.replace(progress, wm=END_OF_STREAM,
-                                               raw_wm=END_OF_STREAM if self.snapshots is not None else None)
+                raw_end = END_OF_STREAM if self.snapshots is not None else None
+                progress = progress.with_watermarks(END_OF_STREAM, raw_end)
             elif limit is not None:
                 wm = self._settled_watermark(output, self.watermark(name, limit))
                 raw_wm = None if emitted is None else max(wm, self.watermark(name, emitted))
-                progress = dataclasses.replace(progress, wm=wm, raw_wm=raw_wm)
+                progress = progress.with_watermarks(wm, raw_wm)
             output.publish(progress)
 
     def _emitted_limit(self) -> int | None:

@@ -253,6 +253,8 @@ class OutputStream:
 
     def _make_room(self, count: int) -> None:
         """Grow the ring so that appending ``count`` tuples overwrites nothing a holder has not read."""
+        if len(self.buffer) + count <= self.buffer.capacity:
+            return  # it overwrites nothing at all (checked first: this runs for every tuple appended)
         unread = self._unread_from()
         if unread is None:
             return
