@@ -9,6 +9,7 @@ import signal
 import ssl
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -261,6 +262,18 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def up_to_tuples(items: list[Any], tuples: list[Any], wanted: int | None) -> tuple[list[Any], int]:
+    """``items`` (``tuples`` with markers among them) up to the ``wanted``-th tuple (None: all), and how many
+    tuples that keeps. Tuples are told from markers by identity: encoded, both are bytes."""
+    if wanted is None or wanted >= len(tuples):
+        return items, len(tuples)
+    if wanted <= 0:
+        return [], 0
+    last = tuples[wanted - 1]
+    cut = next(n for n, item in enumerate(items) if item is last)
+    return items[: cut + 1], wanted
+
+
 def cmd_subscribe(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         print("pan subscribe: --count must be >= 1", file=sys.stderr)
@@ -281,6 +294,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             raise ConnectError(missing_stream(args.stream, streams))
         out = sys.stdout.buffer
         printed = 0  # tuples, not gap or reset lines
+        # Over JSON, line pages: each tuple is printed as the publisher holds it, decoded and encoded by nobody.
+        encoded = wire == "json"
         async with StreamSubscriber(
             args.stream,
             conn.repositories,
@@ -293,17 +308,17 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             wire=wire,
             token=conn.token,
             tls=conn.tls,
+            encoded=encoded,
         ) as subscriber:
-            async for batch in subscriber.batches():
-                lines = []
-                for item in batch:
-                    lines.append(orjson.dumps(item) + b"\n")
-                    if "i" in item:
-                        printed += 1
-                        if printed == args.count:
-                            break
-                out.write(b"".join(lines))
-                out.flush()
+            while True:
+                fetch = await subscriber.fetch()
+                items = fetch.markers(subscriber.position, subscriber.epoch) if args.gaps == "write" else fetch.tuples
+                wanted = None if args.count is None else args.count - printed
+                items, tuples = up_to_tuples(items, fetch.tuples, wanted)
+                printed += tuples
+                if items:
+                    out.write(b"".join([(item if encoded else orjson.dumps(item)) + b"\n" for item in items]))
+                    out.flush()
                 if args.count is not None and printed >= args.count:
                     return
 

@@ -57,3 +57,18 @@ def test_a_peer_process_does_not_import_the_other_commands() -> None:
     typo = subprocess.run([sys.executable, "-m", "pan", "peeer"], capture_output=True, text=True, cwd=ROOT,
                           timeout=180, check=False)
     assert typo.returncode == 2 and "invalid choice" in typo.stderr and "replay" in typo.stderr
+
+
+def test_pan_subscribe_cuts_its_count_at_a_tuple_never_at_a_marker() -> None:
+    from pan.commands.runtime import up_to_tuples
+
+    tuples = [b'{"i":5}', b'{"i":9}', b'{"gap":1,"i":10}']  # encoded: markers and tuples are all bytes
+    gap, reset = b'{"gap":{"from":6,"to":8}}', b'{"reset":{}}'
+    items = [reset, tuples[0], gap, tuples[1], tuples[2]]
+    assert up_to_tuples(items, tuples, None) == (items, 3)
+    assert up_to_tuples(items, tuples, 5) == (items, 3)
+    assert up_to_tuples(items, tuples, 1) == (items[:2], 1)
+    assert up_to_tuples(items, tuples, 2) == (items[:4], 2)  # the gap before the second tuple comes with it
+    assert up_to_tuples(items, tuples, 0) == ([], 0)
+    decoded = [{"i": 1}, {"i": 2}]
+    assert up_to_tuples([{"gap": {}}, *decoded], decoded, 1) == ([{"gap": {}}, decoded[0]], 1)
