@@ -237,7 +237,7 @@ def measure_render(files: list[Path], reps: int) -> dict[str, Any]:
     fmt, names = CSV_LAYOUT.json_format(), ("i", *SENSOR_FIELDS)
     start = 1_000_000
     ways: dict[str, Callable[[], Any]] = {
-        "block render (one %-format per read)": lambda: rows.encode(start),
+        "block render (one call per read)": lambda: rows.encode(start),
         "per-row %-format (per-line path)": lambda: [fmt % (start + n, *row) for n, row in enumerate(values)],
         "dict + orjson": lambda: [orjson.dumps(dict(zip(names, (start + n, *row), strict=True)))
                                   for n, row in enumerate(values)],

@@ -25,7 +25,7 @@ def test_ingest_tiny_compares_both_paths_and_writes_its_section(tmp_path: Path) 
         assert len(summary["runs"][path]) == 1
     assert summary["ratio_rows_per_s"] > 0 and summary["ratio_cpu_per_row"] > 0
     assert "block parser (numpy)" in summary["parse"]["us_per_row"]
-    assert set(summary["render"]["us_per_row"]) == {"block render (one %-format per read)",
+    assert set(summary["render"]["us_per_row"]) == {"block render (one call per read)",
                                                     "per-row %-format (per-line path)", "dict + orjson"}
     sizes = summary["read_sizes"]
     assert list(sizes["us_per_row"]) == [str(n) for n in READ_SIZES] and sizes["rows"] > 0

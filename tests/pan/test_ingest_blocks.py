@@ -25,7 +25,7 @@ from pan.ingest import (
     parse_ingest_params,
     send_lines,
 )
-from pan.int_csv import RowBlock, parse_block
+from pan.int_csv import FORMAT_MAX_ROWS, RowBlock, parse_block, render
 from pan.repository import RepositoryServer
 from pan.schema import INT64_MAX, INT64_MIN, TS_LIMIT
 from pan_debs.simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS, DebsCsvDecoder
@@ -143,6 +143,28 @@ def test_the_block_parser_reads_a_match_as_the_decoder_does(match_rows: bytes) -
     decoder = DebsCsvDecoder(match_streams(match_rows), None)  # type: ignore[arg-type]
     start = 987_654
     assert rows.encode(start) == [decoder.encode(start + n, row) for n, row in enumerate(rows)]
+
+
+@pytest.mark.parametrize("count", [1, 7, FORMAT_MAX_ROWS, FORMAT_MAX_ROWS + 1, 2_000])
+def test_both_renderers_write_the_decoders_tuples_for_any_picks(match_rows: bytes, count: int) -> None:
+    """A few rows go through one %-format, many through a numpy gather: both write what the decoder does,
+    for every row of a read in order, a subset, rows out of order, and a read with lines the parser left."""
+    rng = random.Random(count)
+    lines = match_rows.splitlines(keepends=True)[: count + 40]
+    lines.insert(rng.randrange(len(lines)), b"007,1,2,3,4,5,6,7,8,9,10,11,12\n")  # not canonical: not taken
+    block = parse_block(b"".join(lines), CSV_LAYOUT, MAX_ROW)
+    decoder = DebsCsvDecoder(match_streams(match_rows), None)  # type: ignore[arg-type]
+    every = np.arange(len(block.values))
+    for picks in (every[:count], np.sort(rng.sample(range(len(every)), count)), every[:count][::-1]):
+        picks = np.asarray(picks)
+        index = np.arange(10**9, 10**9 + count) * rng.choice([1, 3])
+        expected = [decoder.encode(i, row) for i, row in zip(index.tolist(), block.values[picks].tolist(),
+                                                                strict=True)]
+        assert render(block, CSV_LAYOUT, picks, index) == expected
+    whole = parse_block(b"".join(match_rows.splitlines(keepends=True)[:count]), CSV_LAYOUT, MAX_ROW)  # all taken
+    index = np.arange(count)
+    assert render(whole, CSV_LAYOUT, np.arange(count), index) == [
+        decoder.encode(i, row) for i, row in enumerate(whole.values.tolist())]
 
 
 # --- fuzzed input ----------------------------------------------------------------------
