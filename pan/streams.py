@@ -53,7 +53,7 @@ def encode(record: Tuple) -> bytes:
 def encode_at(index: int, item: Tuple) -> bytes:
     """The stored tuple: ``item`` with ``"i": index`` as its first key (an input tuple's own ``i`` must not
     leak into this stream). Spliced in front of ``item``'s encoding: half the CPU of building the record."""
-    if item and "i" not in item:
+    if type(item) is dict and item and "i" not in item:  # (any other mapping is copied into a dict below)
         return b'{"i":%d,%b' % (index, orjson.dumps(item)[1:])
     record = {"i": index, **item}
     record["i"] = index

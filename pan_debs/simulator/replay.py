@@ -94,7 +94,7 @@ class ReplayResult:
     #: input pull or component looks like a quiet stream in the recording, so the replay must say it
     failed_tasks: dict[str, dict[str, str]] = field(default_factory=dict)
     #: this process's CPU seconds (the simulator and the recorder): until the feed started, and until every
-    #: output was recorded (`pan bench replay` weighs the driver by them)
+    #: output was recorded (`pan replay --json` reports them: the start-up apart from the work)
     cpu_s: dict[str, float] = field(default_factory=dict)
     #: the recorder's ``POST /pages`` requests and the pages they carried
     recorder_requests: dict[str, int] = field(default_factory=dict)

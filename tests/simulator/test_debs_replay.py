@@ -64,6 +64,8 @@ def replay(workflow: Path, split: Path, out: Path, *extra: str) -> dict[str, Any
     report = json.loads(pan("replay", "--json", str(workflow), "--data", str(split), "--record", str(out), *extra,
                             log=log))
     assert report["missed"] == {}
+    assert report["cpu_s"]["before_feed"] > 0 and report["cpu_s"]["until_recorded"] > 0
+    assert report["recorder"]["pages"] >= report["recorder"]["requests"] >= 0
     return report
 
 
