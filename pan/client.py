@@ -205,10 +205,13 @@ class StreamSubscriber:
     async def batches(self) -> AsyncIterator[list[Any]]:
         """Non-empty batches of new tuples, in index order, forever (with markers if ``gaps``); bytes if ``encoded``."""
         while True:
-            fetch = await self.fetch()
-            batch = fetch.markers(self.position, self.epoch) if self.gap_markers else fetch.tuples
+            batch = self.delivered(await self.fetch())
             if batch:
                 yield batch
+
+    def delivered(self, fetch: Fetch) -> list[Any]:
+        """What ``fetch`` hands on: its tuples, with gap, reset and retract markers among them if ``gaps``."""
+        return fetch.markers(self.position, self.epoch) if self.gap_markers else fetch.tuples
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         async for batch in self.batches():

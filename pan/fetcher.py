@@ -29,7 +29,7 @@ import orjson
 from pan import arrow_pages, line_pages
 from pan.auth import bearer
 from pan.local import DataFunction, LocalPublishers
-from pan.page_batches import PageBatcher, SubscriberRefused
+from pan.page_batches import PageBatcher, SubscriberRefused, decoded_line_pages
 from pan.repository_client import BadAnswer, Source
 from pan.tls import scheme
 from pan.web import BadRequest, NotFound
@@ -154,7 +154,7 @@ class PageFetcher:
 
     def _checked(self, body: bytes | dict[str, Any], lines: bool) -> dict[str, Any]:
         """The answer checked, in the form this fetcher hands on (``encoded``: a line page's)."""
-        page = _checked_page(_lines_page(body) if lines and type(body) is bytes else body)
+        page = _checked_page(decoded_line_pages(body)[0] if lines and type(body) is bytes else body)
         if self.encoded and "indices" not in page:  # a publisher that answered JSON (or Arrow)
             return line_pages.from_json_page(page)
         return page
@@ -195,15 +195,6 @@ def _arrow_page(body: bytes) -> dict[str, Any]:
         return arrow_pages.decode_page(body)
     except arrow_pages.PageFormatError as exc:
         raise BadAnswer(f"undecodable: {exc}") from None
-
-
-def _lines_page(body: bytes) -> dict[str, Any]:
-    """A line page's body decoded (its tuples stay bytes), else ``BadAnswer``."""
-    try:
-        (page,) = line_pages.decode(body)
-    except line_pages.PageFormatError as exc:
-        raise BadAnswer(f"undecodable: {exc}") from None
-    return page
 
 
 def _checked_page(body: bytes | dict[str, Any]) -> dict[str, Any]:

@@ -178,7 +178,7 @@ class PageBatcher:
         if response.status != 200:
             raise ValueError(f"{source.endpoint} answered HTTP {response.status} to POST /pages")
         if response.content_type == line_pages.LINES_TYPE:
-            pages = _line_pages(answer, len(pending))
+            pages = decoded_line_pages(answer, len(pending))
         else:
             pages = _pages(answer, len(pending))
         self.pages += len(pages)
@@ -205,8 +205,9 @@ def _pages(answer: bytes, count: int) -> list[dict[str, Any]]:
     return pages
 
 
-def _line_pages(answer: bytes, count: int) -> list[dict[str, Any]]:
-    """The pages of a ``POST /pages`` answer in line pages, one per query, else ``BadAnswer``."""
+def decoded_line_pages(answer: bytes, count: int | None = None) -> list[dict[str, Any]]:
+    """The line pages of an answer, else ``BadAnswer``: ``count`` of them (a ``POST /pages`` answer, one per
+    query), or exactly one (a `/data` answer, ``count`` None)."""
     try:
         return line_pages.decode(answer, count)
     except line_pages.PageFormatError as exc:

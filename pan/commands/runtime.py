@@ -312,7 +312,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         ) as subscriber:
             while True:
                 fetch = await subscriber.fetch()
-                items = fetch.markers(subscriber.position, subscriber.epoch) if args.gaps == "write" else fetch.tuples
+                items = subscriber.delivered(fetch)
                 wanted = None if args.count is None else args.count - printed
                 items, tuples = up_to_tuples(items, fetch.tuples, wanted)
                 printed += tuples
