@@ -335,18 +335,19 @@ class OrderedComponent(Component):
                 progress = progress.with_watermarks(END_OF_STREAM, raw_end)
             elif limit is not None:
                 wm = self._settled_watermark(output, self.watermark(name, limit))
-                raw_wm = None if emitted is None else max(wm, self.watermark(name, emitted))
-                progress = progress.with_watermarks(wm, raw_wm)
+                raw = None if emitted is None else self.raw_watermark(name, emitted)
+                progress = progress.with_watermarks(wm, None if raw is None else max(wm, raw))
             output.publish(progress)
 
     def _emitted_limit(self) -> int | None:
         """Behind a speculative unit: how far input has reached the component, prematurely too (None:
-        buffering, or a component that emits on release points, which only settled input moves).
+        buffering).
 
-        The outputs' ``raw_wm`` follows from it, so that a speculative reader of the raw view can speculate
-        past a quiet output (a detector's rare hits) as far as this worker did, not only as far as it settled.
+        The outputs' ``raw_wm`` follows from it (``raw_watermark``), so that a speculative reader of the raw
+        view can speculate past a quiet output (a detector's rare hits) as far as this worker did, not only
+        as far as it settled.
         """
-        if self.snapshots is None or type(self).on_release_point is not OrderedComponent.on_release_point:
+        if self.snapshots is None:
             return None
         return self.unit.emitted_limit  # type: ignore[union-attr]
 
@@ -375,6 +376,19 @@ class OrderedComponent(Component):
         what it still owes an output can promise more, so downstream waits less.
         """
         return limit - self.max_backdate_ps
+
+    def raw_watermark(self, output: str, emitted: int) -> int | None:
+        """Behind a speculative unit: the ``ts`` below which ``output``'s raw view gets no more tuples but
+        through a retraction, now that input up to ``emitted`` has reached the component, prematurely too
+        (the output's ``raw_wm``; None: no promise beyond ``wm``).
+
+        The default is ``watermark(output, emitted)``. A component that emits on release points owes what
+        only settled input closes (``on_release_point`` sees settled limits only), so it promises nothing
+        unless it overrides this with what its own state says.
+        """
+        if type(self).on_release_point is not OrderedComponent.on_release_point:
+            return None
+        return self.watermark(output, emitted)
 
     def process(self, events: list[Tuple]) -> None:
         """Handle events in ``ts`` order (late ones included under ``deliver``)."""

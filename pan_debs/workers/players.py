@@ -313,6 +313,19 @@ class PlayerAverage(ArrayPath, OrderedComponent):
             return super().watermark(output, limit)
         return limit
 
+    def raw_watermark(self, output: str, emitted: int) -> int | None:
+        """Behind a speculative unit: a player's next tuple closes the slot its newest processed row opened,
+        or a later one, whether that row was settled or premature; so its raw view owes nothing below that
+        slot's end. A late row that changes an emitted tuple makes the unit replay, which withdraws it.
+
+        This lets a speculative reader (player possession) speculate on averages as far as they did, not
+        only as far as their input settled (``on_release_point`` closes slots only at settled limits).
+        """
+        slot = self._slot.get(output)
+        if slot is None:  # no row yet, or not a player's stream (the late-events stream)
+            return None
+        return min((slot + 1) * SLOT_PS - 1, emitted)
+
     def counters(self) -> dict[str, Any]:
         return {
             **super().counters(),

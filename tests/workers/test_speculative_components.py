@@ -162,3 +162,75 @@ def test_speculative_outputs_equal_buffering(worker: str, streams: dict[str, lis
         if name in BASE_ATTRIBUTES or name in declared:
             continue
         assert comparable(value) == comparable(vars(fresh).get(name)), f"{worker}: {name} changes but is not declared"
+
+
+def test_speculative_player_averages_keep_their_raw_watermark(streams: dict[str, list[dict[str, Any]]]) -> None:
+    """Behind a speculative unit, player averages publish ``raw_wm`` (so player possession can speculate on
+    them), and keep it: a player's raw output gets no tuple at or below the ``raw_wm`` it last published
+    unless a retraction came first. One player's sensors drop out for a second while the others go on:
+    the settled release point then closes its open slot long after the unit has emitted past it, so its
+    ``raw_wm`` must stay at that slot (the unit's emission limit would be a promise broken by the close)."""
+    from pan_debs.workers.debs import PLAYER_SENSORS, PS_PER_S, sensor_stream
+
+    spec = load_workflow(WORKFLOW).worker("Average team A")
+    players = list(spec.params["players"][:2])
+    silent = {sensor_stream(sid) for sid in PLAYER_SENSORS[players[0]]}
+    params = {**spec.params, "players": players, "min_k": 300 * 10**9}  # settling trails emission by 300 ms
+    component = build_component(spec.type, params, list(spec.inputs), buffer_size=BUFFER_SIZE,
+                                ordering={"mode": "speculative", "alpha": 0})
+    assert isinstance(component, OrderedComponent)
+    start = min(streams[name][0]["ts"] for name in component.ctx.inputs if streams.get(name))
+    dropout = (start + PS_PER_S, start + 2 * PS_PER_S)
+    inputs = {name: [e for e in streams.get(name, []) if name not in silent or not dropout[0] <= e["ts"] < dropout[1]]
+              for name in component.ctx.inputs}
+    assert silent <= set(inputs) and all(inputs[name] for name in silent)
+    outputs = {name: component.ctx.outputs[name] for name in players}
+    promised: dict[str, int | None] = dict.fromkeys(players)
+    read_to = dict.fromkeys(players, -1)
+    generations = {name: out.retractions for name, out in outputs.items()}
+    ahead: set[str] = set()  # players whose raw_wm was ever ahead of their settled wm
+    lagged = False  # the silent player's raw_wm was ever behind the other's
+    rng = random.Random(3)
+    at = dict.fromkeys(inputs, 0)
+    step, steps, checked = start + STEP_PS, 0, 0
+    while any(at[n] < len(evs) for n, evs in inputs.items()):
+        steps += 1
+        for name, evs in inputs.items():
+            j = at[name]
+            while j < len(evs) and evs[j]["ts"] < step:
+                j += 1
+            batch = [dict(e) for e in evs[at[name]:j]]
+            at[name] = j
+            # Late events (in front of the AEP) in every fourth step: a replay withdraws what it does not
+            # emit again, which takes the promise with it, so the other steps are where it is checked.
+            held = [e for e in batch if steps % 4 == 0 and rng.random() < 0.02]
+            component.feed(name, [e for e in batch if all(e is not h for h in held)])
+            if held:
+                component.feed(name, held)
+            component._handle(component.unit.promise(name, step - 1))
+        component._publish_meta(force=True)
+        for name, out in outputs.items():
+            notice = out.retract_notice(generations[name])
+            if notice is not None:  # a retraction: the promise goes with it, and the reader reads again after it
+                generations[name] = notice["generation"]
+                promised[name] = None
+                read_to[name] = min(read_to[name], notice["after"])
+            page = out.buffer.read(read_to[name], oldest=out.buffer.capacity)
+            for item in page.items:
+                ts = orjson.loads(item)["ts"]
+                assert promised[name] is None or ts > promised[name], (name, ts, promised[name])
+                checked += promised[name] is not None
+            if page.items:
+                read_to[name] = page.indices[-1]
+            progress = out.progress
+            assert progress.raw_wm is None or progress.wm is None or progress.raw_wm >= progress.wm
+            promised[name] = progress.raw_wm
+            if progress.raw_wm is not None and progress.wm is not None and progress.raw_wm > progress.wm:
+                ahead.add(name)
+        quiet, busy = (outputs[p].progress.raw_wm for p in players)
+        lagged = lagged or (quiet is not None and busy is not None and quiet < busy - PS_PER_S // 2)
+        step += STEP_PS
+    assert ahead == set(players)
+    assert lagged
+    assert checked > 100  # tuples that came while a promise stood
+    assert component.unit.metrics()["speculation"]["replays"] > 0
