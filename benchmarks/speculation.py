@@ -1,9 +1,11 @@
 """`pan bench speculation`: query delay, CPU and snapshot memory of speculative ordering units (issue 17).
 
 A generated match is replayed in real time with ``workflows/impair_jitter.json`` (jitter and reordering
-inside packets, no loss) into the full-game workflow three times per repetition, interleaved: buffering
-K-slack units, speculative units with alpha 1/3, and speculative units with ``alpha: "auto"`` (the
-``ordering`` key set on every ordered worker, ``with_ordering``). A client process
+inside packets, no loss) into the full-game workflow once per mode and repetition, interleaved: buffering
+K-slack units, speculative units with alpha 1/3, and speculative units with ``alpha: "auto"`` under
+two CPU signals: the default (``cpu: component``, the seed's busy factor) and ``cpu: loop`` (the worker's
+loop thread, waits for a core included); the ``ordering`` key is set on every ordered worker
+(``with_ordering``). A client process
 (``benchmarks/observer.py --view raw``) notes when each tuple of ``SENSOR105``, ``B2`` and
 ``BP_wholeGame_A`` arrives; a speculative tuple counts with the arrival of the version the client kept
 (a retracted one is read again, and its replacement's arrival counts). Query delay as in
@@ -34,7 +36,7 @@ from benchmarks.ordering_modes import prepare_data, spread
 from benchmarks.query_delay import load_avg
 from pan import eventloop
 
-HELP = "query delay, CPU, snapshot bytes and replays of buffering vs speculative (alpha 1/3, auto) units"
+HELP = "query delay, CPU, snapshot bytes and replays of buffering vs speculative (alpha 1/3, two autos) units"
 SECTION = "speculation-bench"
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / "workflows" / "full_game_14_peers.json"  # one worker per peer: CPU time per worker
@@ -43,6 +45,7 @@ MODES: dict[str, dict[str, Any] | None] = {
     "buffering": None,
     "alpha 1/3": {"mode": "speculative", "alpha": 1 / 3},
     "alpha auto": {"mode": "speculative", "alpha": "auto"},
+    "alpha auto, cpu loop": {"mode": "speculative", "alpha": "auto", "cpu": "loop"},
 }
 DELAY_STREAMS = ["SENSOR105", "B2", "BP_wholeGame_A"]
 #: Derived streams recorded in their settled view and compared between the modes: one of each query.

@@ -480,8 +480,8 @@ def test_the_loop_reader_is_none_without_schedstat(tmp_path: Path) -> None:
 @pytest.mark.parametrize("signal", ["loop", "machine", "component"])
 def test_alpha_auto_backs_off_when_the_cpu_is_busy_unless_told_to_watch_the_component(signal: str) -> None:
     """A starved component works little while its loop waits for a core or every core is taken: with
-    ``cpu: loop`` (the default) or ``cpu: machine`` that busy share counts too, so alpha goes back to 1
-    instead of halving."""
+    ``cpu: loop`` or ``cpu: machine`` that busy share counts too, so alpha goes back to 1 instead of
+    halving; with ``cpu: component`` (the default) only the component's own work does."""
     from pan.cpu_share import BusyShare
     from pan.testing import build_component
 
@@ -498,9 +498,9 @@ def test_alpha_auto_backs_off_when_the_cpu_is_busy_unless_told_to_watch_the_comp
     assert component.unit.alpha == (Fraction(1, 4) if signal == "component" else 1)
 
 
-def test_alpha_auto_watches_the_loop_by_default() -> None:
+def test_alpha_auto_watches_the_component_by_default() -> None:
     from pan.testing import build_component
 
     component = build_component("merge", {"output": "X", "clock_mode": "watermark"}, ["A"],
                                 ordering={"mode": "speculative", "alpha": "auto"})
-    assert component.unit.speculation.cpu == "loop"
+    assert component.unit.speculation.cpu == "component" and component._cpu_share is None
