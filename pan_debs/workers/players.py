@@ -318,7 +318,7 @@ class PlayerAverage(ArrayPath, OrderedComponent):
         or a later one, whether that row was settled or premature; so its raw view owes nothing below that
         slot's end. A late row that changes an emitted tuple makes the unit replay, which withdraws it.
 
-        This lets a speculative reader (player possession) speculate on averages as far as they did, not
+        This lets a speculative reader (the ball-hit detector) speculate on averages as far as they did, not
         only as far as their input settled (``on_release_point`` closes slots only at settled limits).
         """
         slot = self._slot.get(output)

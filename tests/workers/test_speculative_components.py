@@ -165,7 +165,7 @@ def test_speculative_outputs_equal_buffering(worker: str, streams: dict[str, lis
 
 
 def test_speculative_player_averages_keep_their_raw_watermark(streams: dict[str, list[dict[str, Any]]]) -> None:
-    """Behind a speculative unit, player averages publish ``raw_wm`` (so player possession can speculate on
+    """Behind a speculative unit, player averages publish ``raw_wm`` (so the ball-hit detector can speculate on
     them), and keep it: a player's raw output gets no tuple at or below the ``raw_wm`` it last published
     unless a retraction came first. One player's sensors drop out for a second while the others go on:
     the settled release point then closes its open slot long after the unit has emitted past it, so its
