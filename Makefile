@@ -64,6 +64,7 @@ bench: $(STAMP) chromium
 		|| echo "redis-server missing: install it with 'sudo apt-get install -y redis-server' (pan bench redis will skip)"
 	command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q iproute2; } || true
 	$(BIN)/pan bench runtime --write docs/benchmarks.md
+	$(BIN)/pan bench memory --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench wire --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench security --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench ingest --reps 5 --write docs/benchmarks.md

@@ -22,6 +22,7 @@ from benchmarks import results
 
 BENCHMARKS: dict[str, str] = {
     "runtime": "benchmarks.runtime_bench",
+    "memory": "benchmarks.memory_bench",
     "wire": "benchmarks.wire_bench",
     "security": "benchmarks.security_bench",
     "ordering": "benchmarks.ordering_bench",

@@ -443,8 +443,11 @@ async def settle_rss(pid: int, seconds: float = 0.5) -> float:
     return rss_mb(pid)
 
 
-async def bench_memory(streams: int, per_stream: int, capacity: int, steps: int) -> dict[str, Any]:
-    """RSS of an empty worker, then of one with ``streams`` outputs filled in ``steps`` rounds.
+async def bench_memory(
+    streams: int, per_stream: int, capacity: int, steps: int, column_buffers: bool = True
+) -> dict[str, Any]:
+    """RSS of an empty worker, then of one with ``streams`` outputs filled in ``steps`` rounds (``column_buffers``:
+    the forwarder's, pan/column_ring.py).
 
     Every round adds ``per_stream / steps`` tuples to every stream and samples
     the RSS.  If the next round would push the worker beyond half of the memory
@@ -457,7 +460,8 @@ async def bench_memory(streams: int, per_stream: int, capacity: int, steps: int)
     from pan.repository import RepositoryServer
 
     names = [f"SENSOR{sid}" for sid in range(1, streams + 1)]
-    results: dict[str, Any] = {"streams": streams, "tuples_per_stream": per_stream, "capacity": capacity}
+    results: dict[str, Any] = {"streams": streams, "tuples_per_stream": per_stream, "capacity": capacity,
+                               "column_buffers": column_buffers}
     repository = RepositoryServer(HOST, 0)  # served by this process's loop, not counted in the worker's RSS
     await repository.start()
     try:
@@ -465,7 +469,8 @@ async def bench_memory(streams: int, per_stream: int, capacity: int, steps: int)
         async with WorkerProcess({"name": "bench-empty", "streams": [], **base}) as empty:
             results["empty_worker_rss_mb"] = await settle_rss(empty.pid)
         cap_mb = psutil.virtual_memory().available / 2**20 / 2
-        async with WorkerProcess({"name": "bench-memory", "streams": names, **base}) as proc:
+        config = {"name": "bench-memory", "streams": names, "column_buffers": column_buffers, **base}
+        async with WorkerProcess(config) as proc:
             before = await settle_rss(proc.pid)
             results["worker_empty_buffers_rss_mb"] = before
             tails = sensor_tails(per_stream, seed=7)
@@ -649,8 +654,10 @@ def render_section(summary: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"Growth per buffered DEBS tuple: about {mem['bytes_per_buffered_tuple']:,} bytes of RSS (a tuple is held "
-        f"as its JSON encoding, ~{t['page_bytes'] // PAGE} bytes of payload). Ingest rate while filling: "
+        f"Growth per buffered DEBS tuple: about {mem['bytes_per_buffered_tuple']:,} bytes of RSS ("
+        + ("13 int64 values per tuple, the forwarder's column buffers; `pan bench memory` compares them with JSON "
+           "tuples" if mem.get("column_buffers", True) else "a tuple is held as its JSON encoding")
+        + f"; ~{t['page_bytes'] // PAGE} bytes of JSON per tuple on the wire). Ingest rate while filling: "
         f"{mem['ingest_fill_rows_per_s']:,} CSV rows/s."
         + ("" if mem["complete"] else " Filling stopped early to stay below half of the free memory."),
         "",

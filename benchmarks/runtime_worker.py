@@ -3,7 +3,7 @@
 Run as ``python -m benchmarks.runtime_worker CONFIG_JSON`` by the benchmark
 (benchmarks/runtime_bench.py); it prints one JSON line with its pid and
 ports once it serves. CONFIG_JSON: ``streams``, ``buffer_size``, and
-optionally ``name``, ``repository_port``, ``secret`` (a workflow secret, text) and
+optionally ``column_buffers`` (default true), ``name``, ``repository_port``, ``secret`` (a workflow secret, text) and
 ``tls`` (``{"ca", "cert", "key"}`` as in a workflow, `pan bench security`).
 """
 
@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 HOST = "127.0.0.1"
 
 
-def forwarder_spec(name: str, streams: list[str], buffer_size: int) -> WorkerSpec:
-    """A forwarder on free ports whose output streams are fed through its TCP ingest port."""
+def forwarder_spec(name: str, streams: list[str], buffer_size: int, column_buffers: bool = True) -> WorkerSpec:
+    """A forwarder on free ports whose output streams are fed through its TCP ingest port (``column_buffers``:
+    its sensor streams hold int64 rows, the default, or JSON tuples)."""
     from pan.specs import WorkerSpec
 
     return WorkerSpec(name=name, type="forwarder", host=HOST, port=0, peer="bench", buffer_size=buffer_size,
-                      params={"ingest_port": 0, "inter_pan_inputs": list(streams), "decoder": "debs_csv"})
+                      params={"ingest_port": 0, "inter_pan_inputs": list(streams), "decoder": "debs_csv",
+                              "column_buffers": column_buffers})
 
 
 async def serve(config: dict[str, Any]) -> None:
@@ -55,7 +57,8 @@ async def serve(config: dict[str, Any]) -> None:
         repository = RepositoryServer(HOST, 0, credentials=trust.credentials, tls=contexts)
         await repository.start()
         repository_port = repository.port
-    spec = forwarder_spec(config.get("name", "bench-forwarder"), config["streams"], int(config["buffer_size"]))
+    spec = forwarder_spec(config.get("name", "bench-forwarder"), config["streams"], int(config["buffer_size"]),
+                          config.get("column_buffers", True))
     worker = Worker(spec, RepositorySpec(HOST, repository_port), trust=trust)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

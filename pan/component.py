@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pan.channel import InputChannel
+from pan.progress import StreamProgress
 from pan.streams import OutputStream
 
 if TYPE_CHECKING:
@@ -56,6 +57,11 @@ class Component:
     def output_names(cls, spec: WorkerSpec) -> list[str]:
         """Streams this component publishes."""
         return []
+
+    @classmethod
+    def make_output(cls, spec: WorkerSpec, name: str, progress: StreamProgress) -> OutputStream:
+        """The output stream ``name``, buffered as the spec says (a component may hold its tuples otherwise)."""
+        return OutputStream(name, spec.buffer_size, progress, spec.buffer_bytes)
 
     @classmethod
     def repeater_level(cls, spec: WorkerSpec) -> int:

@@ -64,8 +64,16 @@ class IntCsvLayout:
     @cached_property
     def row_template(self) -> bytes:
         """The stored tuple and a newline as a %-format of the index (``%d``) and each field's digits (``%b``)."""
+        return self._line_template(b"%b")
+
+    @cached_property
+    def values_template(self) -> bytes:
+        """The stored tuple and a newline as a %-format of the index and each field's value (all ``%d``)."""
+        return self._line_template(b"%d")
+
+    def _line_template(self, field: bytes) -> bytes:
         names = [orjson.dumps(name).replace(b"%", b"%%") for name in self.fields]
-        return b'{"i":%d' + b"".join(b"," + name + b":%b" for name in names) + b"}\n"
+        return b'{"i":%d' + b"".join(b"," + name + b":" + field for name in names) + b"}\n"
 
 
 @dataclass
@@ -213,6 +221,13 @@ class RowBlock(Sequence[list[int]]):
         return render(self.block, self.layout, self.picks, index)
 
 
+def int_rows(rows: Sequence[list[int]], width: int) -> np.ndarray:
+    """Rows of ``width`` int64 values (a decoder's checked rows, or a parsed block's) as one int64 array."""
+    if type(rows) is RowBlock:
+        return rows.block.values[rows.picks]
+    return np.array(rows, dtype=np.int64).reshape(len(rows), width)
+
+
 def encode_blocks(rows: Sequence[RowBlock], starts: Sequence[int]) -> list[list[bytes]]:
     """The stored tuples of several streams' rows from the same block, each from its own start index.
 
@@ -317,6 +332,23 @@ def _render_gather(block: ParsedBlock, layout: IntCsvLayout, picks: np.ndarray, 
     np.cumsum(steps, out=steps)
     np.take(source, steps, out=out)
     tuples = out.tobytes().split(b"\n")
+    tuples.pop()  # after the last newline
+    return tuples
+
+
+def render_values(layout: IntCsvLayout, start: int, rows: np.ndarray) -> list[bytes]:
+    """Int64 ``rows`` of ``layout`` as stored tuples with indices from ``start`` on (``json_format``'s bytes).
+
+    For rows held as values rather than as received text (pan/column_ring.py): one ``%`` format of the
+    tuple template repeated per row, over the indices and values flattened into one tuple.
+    """
+    count = len(rows)
+    if count == 0:
+        return []
+    table = np.empty((count, len(layout.fields) + 1), dtype=np.int64)
+    table[:, 0] = np.arange(start, start + count)
+    table[:, 1:] = rows
+    tuples = (layout.values_template * count % tuple(table.ravel().tolist())).split(b"\n")
     tuples.pop()  # after the last newline
     return tuples
 

@@ -40,7 +40,6 @@ from pan.progress import EMPTY, StreamProgress
 from pan.repository_client import Lease, Registration, RepositoryClient
 from pan.ringbuffer import RingBuffer
 from pan.specs import RepositorySpec, WorkerSpec
-from pan.streams import OutputStream
 from pan.trust import OPEN, Trust
 from pan.web import HttpServer
 from pan.worker_api import WorkerApi
@@ -88,8 +87,7 @@ class Worker:
         self.rep = component_type.repeats
         producer = EMPTY if self.rep else StreamProgress(epoch=self.epoch)  # a repeater passes its source's on
         self.outputs = {
-            name: OutputStream(name, spec.buffer_size, producer, spec.buffer_bytes)
-            for name in component_type.output_names(spec)
+            name: component_type.make_output(spec, name, producer) for name in component_type.output_names(spec)
         }
         # Input buffers are not sized by ``buffer_size`` (which is for outputs): a component that
         # lags its pull task must not lose input because the worker keeps few outputs.

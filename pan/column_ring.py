@@ -1,0 +1,202 @@
+"""A ring buffer of integer rows held as int64 columns, read as their stored JSON tuples.
+
+The streams a forwarder fills from integer CSV hold most of a peer's
+buffered tuples. Held as one JSON ``bytes`` each, a tuple of 13 integers
+costs about 200 bytes of memory; as a row of values, 8 bytes for ``ts`` and 4
+for each other field while they fit 32 bits (56 for 13 fields; 8 for each
+field once a value needs more).
+
+Readers still get the tuples as JSON bytes, byte-identical to what a plain
+``RingBuffer[bytes]`` would hold. The newest ``hot`` tuples keep the bytes the
+ingest rendered anyway (live readers read there, at no cost); an older one is
+rendered again from its row when a reader asks for it (a lagging or a new
+reader pays for what it reads).
+
+Index arithmetic, waiting and reading are the base class's; only storage
+differs. The ring takes no explicit indices, so it never has holes: it
+belongs to a stream whose producer numbers its own tuples (a forwarder).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pan.int_csv import IntCsvLayout, render_values
+from pan.progress import EMPTY, StreamProgress
+from pan.ringbuffer import RingBuffer
+from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE, OutputStream
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+#: The newest tuples of a stream kept as bytes too. A reader that keeps up reads within them: a live
+#: subscriber is a page or two behind, at most a few hundred tuples.
+DEFAULT_HOT = 256
+
+
+class IntColumnRing(RingBuffer[bytes]):
+    """``RingBuffer[bytes]`` whose items are the JSON tuples of int64 rows of ``layout`` (index in ``i``)."""
+
+    def __init__(self, capacity: int, layout: IntCsvLayout, hot: int = DEFAULT_HOT) -> None:
+        super().__init__(1)  # the base's slots are not used: rows live in ``_ts`` and ``_values``, bytes in ``_hot``
+        self.capacity = capacity
+        self.layout = layout
+        self.width = len(layout.fields)
+        self._others = [column for column in range(self.width) if column != layout.ts_column]
+        # Pages of an np.empty array become resident as rows are written: an unfilled ring costs no memory.
+        # ts (picoseconds) needs 64 bits; the other columns take 32 until a value does not fit (``_widen``).
+        self._ts = np.empty(capacity, dtype=np.int64)
+        self._values = np.empty((capacity, len(self._others)), dtype=np.int32)
+        self.hot = min(hot, capacity)
+        self._hot: list[bytes | None] = [None] * self.hot
+
+    @property
+    def row_bytes(self) -> int:
+        """Memory of one held row."""
+        return 8 + self._values.dtype.itemsize * len(self._others)
+
+    # --- writing ---------------------------------------------------------------
+
+    def append(self, item: bytes, index: int | None = None) -> int:
+        raise TypeError("an IntColumnRing takes rows with their encodings (extend_rows), not bytes alone")
+
+    def extend(self, items: list[bytes]) -> None:
+        raise TypeError("an IntColumnRing takes rows with their encodings (extend_rows), not bytes alone")
+
+    def extend_rows(self, rows: np.ndarray, encoded: list[bytes]) -> None:
+        """Append ``rows`` (one int64 row of ``layout`` each) with consecutive indices; ``encoded``: their
+        stored tuples (the layout's JSON of each row with its index), kept for the newest ``hot``."""
+        count = len(rows)
+        if rows.shape != (count, self.width) or len(encoded) != count:
+            raise ValueError(f"expected {count} rows of {self.width} values and as many encodings")
+        if count == 0:
+            return
+        start = self._next
+        kept = min(count, self.capacity)
+        others = rows[count - kept :, self._others]
+        if self._values.dtype != np.int64 and others.size and (others.min() < _INT32_MIN or others.max() > _INT32_MAX):
+            self._widen()
+        _write_ring(self._ts, start + count - kept, rows[count - kept :, self.layout.ts_column])
+        _write_ring(self._values, start + count - kept, others)
+        hot = min(count, self.hot)
+        _write_ring(self._hot, start + count - hot, encoded[count - hot :])
+        self._next += count
+        if self._next - self._first > self.capacity:
+            self._first = self._next - self.capacity
+        self._wake()
+
+    def resize(self, capacity: int) -> None:
+        if capacity < max(1, len(self)):
+            raise ValueError(f"capacity {capacity} cannot hold the {len(self)} items held")
+        ts = np.empty(capacity, dtype=np.int64)
+        values = np.empty((capacity, len(self._others)), dtype=self._values.dtype)
+        if len(self):
+            held = _positions(self._first, self._next, self.capacity)
+            _write_ring(ts, self._first, self._ts[held])
+            _write_ring(values, self._first, self._values[held])
+        hot = self.hot_items(self._next - self.hot, self._next)
+        self._ts, self._values, self.capacity = ts, values, capacity
+        self.hot = min(self.hot, capacity)
+        self._hot = [None] * self.hot
+        _write_ring(self._hot, self._next - len(hot[-self.hot :]), hot[-self.hot :])
+
+    def _widen(self) -> None:
+        """Hold the other columns as int64 from now on (a value beyond 32 bits came): a copy of the ring."""
+        self._values = self._values.astype(np.int64)
+
+    def drop_before(self, index: int) -> None:
+        index = min(index, self._next - 1)
+        if index > self._first:
+            self._first = index  # the rows stay in memory until overwritten: the array is allocated anyway
+
+    def truncate_after(self, index: int) -> None:
+        if index + 1 >= self._next:
+            return
+        self._next = index + 1
+        self._first = min(self._first, self._next)
+        self._hot = [None] * self.hot
+        self.poke()
+
+    def reset(self, start_index: int = 0) -> None:
+        self._first = self._next = start_index
+        self._hot = [None] * self.hot
+        self._wake()
+
+    def _skip_to(self, index: int) -> None:
+        raise ValueError("an IntColumnRing has no holes: its producer numbers every tuple")
+
+    # --- reading ---------------------------------------------------------------
+
+    def at(self, index: int) -> bytes | None:
+        if not self._first <= index < self._next:
+            return None
+        return self._slice(index, index + 1)[0]
+
+    def _slice(self, start: int, end: int) -> list[bytes]:
+        """The stored tuples of indices [start, end): the hot ones as kept, older ones rendered from their rows."""
+        if start >= end:
+            return []
+        hot_from = max(self._next - self.hot, 0)
+        items: list[bytes] = []
+        if start < hot_from:
+            cold_end = min(end, hot_from)
+            items = render_values(self.layout, start, self.rows(start, cold_end))
+            start = cold_end
+        if start < end:
+            items += self.hot_items(start, end)
+        return items
+
+    def hot_items(self, start: int, end: int) -> list[bytes]:
+        """The kept encodings of indices [start, end) within the hot ones (clipped to them)."""
+        start = max(start, self._next - self.hot, self._first, 0)
+        if start >= end:
+            return []
+        hot = self.hot
+        lo, hi = start % hot, end % hot
+        items = self._hot[lo : hi or hot] if lo < hi or hi == 0 else self._hot[lo:] + self._hot[:hi]
+        return items  # type: ignore[return-value]
+
+    def rows(self, start: int, end: int) -> np.ndarray:
+        """The int64 rows of indices [start, end), which must be held (a copy)."""
+        if start < self._first or end > self._next:
+            raise IndexError(f"rows {start}..{end - 1} are not all held ({self.first}..{self.last})")
+        positions = _positions(start, end, self.capacity)
+        rows = np.empty((end - start, self.width), dtype=np.int64)
+        rows[:, self.layout.ts_column] = self._ts[positions]
+        rows[:, self._others] = self._values[positions]
+        return rows
+
+
+def _positions(start: int, end: int, capacity: int) -> np.ndarray:
+    """Ring positions of indices [start, end)."""
+    return np.arange(start, end) % capacity
+
+
+def _write_ring(ring: np.ndarray | list[bytes | None], start: int, items: np.ndarray | list[bytes]) -> None:
+    """Store ``items`` under indices from ``start`` on (at most ``len(ring)`` of them), wrapping around."""
+    size = len(ring)
+    at = start % size
+    head = min(len(items), size - at)
+    ring[at : at + head] = items[:head]
+    ring[: len(items) - head] = items[head:]
+
+
+class ColumnOutputStream(OutputStream):
+    """An output stream whose tuples are int64 rows of ``layout`` (an ``IntColumnRing``): a forwarder's stream
+    of integer CSV rows. It takes rows with their encodings (``extend_rows``) and serves pages like any other."""
+
+    def __init__(
+        self, name: str, layout: IntCsvLayout, capacity: int = DEFAULT_BUFFER_SIZE, progress: StreamProgress = EMPTY,
+        byte_budget: int = DEFAULT_BUFFER_BYTES,
+    ) -> None:
+        super().__init__(name, 1, progress, byte_budget)
+        self.buffer = IntColumnRing(capacity, layout)
+        self.base_capacity = capacity
+
+    def extend_rows(self, rows: np.ndarray, encoded: list[bytes]) -> None:
+        """Append ``rows`` with indices from ``next_index`` on; ``encoded``: each row's stored tuple (with its
+        index), as ``extend_encoded`` takes them. The byte budget counts each row's memory (``row_bytes``)."""
+        if self._holders:
+            self._make_room(len(rows))
+        self.buffer.extend_rows(rows, encoded)
+        self.appended += len(rows)
+        self._account([self.buffer.row_bytes] * len(rows))

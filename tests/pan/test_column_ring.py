@@ -1,0 +1,181 @@
+"""Column buffers (pan/column_ring.py): int64 rows that read exactly like the JSON tuples they replace."""
+
+from __future__ import annotations
+
+import random
+
+import aiohttp
+import numpy as np
+import pytest
+
+from pan.builtin_components import Forwarder
+from pan.column_ring import ColumnOutputStream, IntColumnRing
+from pan.ingest import send_lines
+from pan.int_csv import render_values
+from pan.progress import EMPTY
+from pan.repository import RepositoryServer
+from pan.ringbuffer import RingBuffer
+from pan.schema import INT64_MAX, INT64_MIN
+from pan.specs import WorkerSpec
+from pan.streams import OutputStream
+from pan_debs.simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS
+from tests.conftest import HOST, WorkerGroup, forwarder, make_workflow, wait_until
+from tests.pan.test_ingest_blocks import EXPECTED, MAX_ROW, fuzzed_input
+
+WIDTH = len(SENSOR_FIELDS)
+
+
+def random_rows(rng: random.Random, count: int, wide: float = 0.1) -> np.ndarray:
+    """Rows of any int64 values, the extremes included (a share ``wide`` of them beyond 32 bits, or at its edges)."""
+    pool = [INT64_MIN, INT64_MAX, -(2**31) - 1, 2**31, 10**12]
+    narrow = [-(2**31), 2**31 - 1, -1, 0, 1]
+    values = [rng.choice(pool) if rng.random() < wide else rng.choice(narrow) if rng.random() < 0.05
+              else rng.randint(-(10**9), 10**9) for _ in range(count * WIDTH)]
+    return np.array(values, dtype=np.int64).reshape(count, WIDTH)
+
+
+def encodings(start: int, rows: np.ndarray) -> list[bytes]:
+    """What the decoder stores for these rows (``json_format``), row by row: the reference."""
+    template = CSV_LAYOUT.json_format()
+    return [template % (start + n, *row) for n, row in enumerate(rows.tolist())]
+
+
+def test_rendered_rows_are_the_decoders_tuples() -> None:
+    rng = random.Random(3)
+    for count in (1, 2, 17, 300):
+        rows = random_rows(rng, count)
+        start = rng.choice([0, 7, 2**40])
+        assert render_values(CSV_LAYOUT, start, rows) == encodings(start, rows)
+    assert render_values(CSV_LAYOUT, 5, np.empty((0, WIDTH), dtype=np.int64)) == []
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_column_ring_reads_like_a_ring_of_bytes(seed: int) -> None:
+    """Random appends, reads (oldest, latest, at), growth, budget drops and resets against a plain ring
+    holding the same encodings; a hot part smaller than the reads makes them render old rows."""
+    rng = random.Random(seed)
+    capacity = rng.randint(1, 40)
+    columns = IntColumnRing(capacity, CSV_LAYOUT, hot=rng.randint(1, 6))
+    plain: RingBuffer[bytes] = RingBuffer(capacity)
+    for step in range(300):
+        action = rng.random()
+        if action < 0.4:  # values within 32 bits (but ts) at first, then now and then wider ones
+            rows = random_rows(rng, rng.choice([0, 1, 2, 5, capacity + 3]), wide=0.0 if step < 150 else 0.01)
+            encoded = encodings(plain.next_index, rows)
+            columns.extend_rows(rows, encoded)
+            plain.extend(encoded)
+        elif action < 0.8:
+            after = rng.randint(-2, plain.next_index + 1)
+            limit = rng.choice([None, 1, 3, 100])
+            kind = rng.choice(["oldest", "latest"])
+            assert columns.read(after, **{kind: limit}) == plain.read(after, **{kind: limit})
+            index = rng.randint(-1, plain.next_index)
+            assert columns.at(index) == plain.at(index)
+        elif action < 0.88:
+            capacity = rng.randint(max(1, len(plain)), 2 * capacity + 2)
+            columns.resize(capacity)
+            plain.resize(capacity)
+        elif action < 0.96:
+            index = rng.randint(plain.next_index - capacity, plain.next_index)
+            columns.drop_before(index)
+            plain.drop_before(index)
+        else:
+            start = rng.randint(0, 50)
+            columns.reset(start)
+            plain.reset(start)
+        assert (columns.first, columns.last, len(columns)) == (plain.first, plain.last, len(plain))
+    assert columns.read(-1) == plain.read(-1)
+
+
+def test_rows_within_32_bits_take_4_bytes_a_value_until_one_does_not() -> None:
+    ring = IntColumnRing(10, CSV_LAYOUT, hot=1)
+    rows = random_rows(random.Random(4), 6, wide=0.0)
+    rows[:, CSV_LAYOUT.ts_column] = [10**16 + n for n in range(6)]  # ts in picoseconds: always 64 bits
+    ring.extend_rows(rows, encodings(0, rows))
+    assert ring.row_bytes == 8 + 4 * (WIDTH - 1)
+    wide = rows[:2].copy()
+    wide[1, 5] = 2**31
+    ring.extend_rows(wide, encodings(6, wide))
+    assert ring.row_bytes == 8 * WIDTH
+    assert ring.read(-1).items == encodings(0, rows) + encodings(6, wide)
+
+
+def test_a_column_ring_takes_no_bare_bytes_and_no_holes() -> None:
+    ring = IntColumnRing(8, CSV_LAYOUT)
+    with pytest.raises(TypeError):
+        ring.append(b"{}")
+    with pytest.raises(TypeError):
+        ring.extend([b"{}"])
+    with pytest.raises(ValueError, match="rows of 13 values"):
+        ring.extend_rows(np.zeros((2, 3), dtype=np.int64), [b"", b""])
+    rows = random_rows(random.Random(1), 3)
+    ring.extend_rows(rows, encodings(0, rows))
+    assert np.array_equal(ring.rows(1, 3), rows[1:])
+    with pytest.raises(IndexError):
+        ring.rows(2, 4)
+
+
+def test_the_byte_budget_counts_a_rows_memory() -> None:
+    stream = ColumnOutputStream("S", CSV_LAYOUT, capacity=100, byte_budget=10 * WIDTH * 8)
+    rows = random_rows(random.Random(2), 25)
+    stream.extend_rows(rows, encodings(0, rows))
+    assert stream.held_bytes == 10 * WIDTH * 8 and len(stream.buffer) == 10
+    assert stream.dropped_for_bytes == 15
+    page = stream.buffer.read(-1)
+    assert page.missed == 15 and page.items == encodings(0, rows)[15:]
+
+
+def spec_of(params: dict[str, object]) -> WorkerSpec:
+    params = {"ingest_port": 1, "inter_pan_inputs": ["SENSOR4", "EVENTS"], "decoder": "debs_csv", **params}
+    return WorkerSpec("F", "forwarder", HOST, 0, "p", params={k: v for k, v in params.items() if v is not None})
+
+
+def test_streams_the_decoder_reads_as_csv_hold_columns_unless_turned_off() -> None:
+    def output(params: dict[str, object], name: str) -> OutputStream:
+        return Forwarder.make_output(spec_of(params), name, EMPTY)
+
+    assert type(output({}, "SENSOR4")) is ColumnOutputStream
+    assert type(output({}, "EVENTS")) is OutputStream  # JSON rows of any shape
+    assert type(output({"column_buffers": False}, "SENSOR4")) is OutputStream
+    assert type(output({"decoder": None}, "SENSOR4")) is OutputStream
+    problems = Forwarder.check_params(spec_of({"column_buffers": "yes"}))
+    assert problems == ["column_buffers: must be true or false, got 'yes'"]
+
+
+async def test_a_forwarder_serves_the_same_pages_from_columns_as_from_json_tuples(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """Fuzzed input (bad lines, JSON rows, promises) into two forwarders, columns and JSON tuples: every /data
+    page they answer (JSON and line pages, oldest and latest, old rows rendered again) is the same."""
+    lines = fuzzed_input(5, 3000).split(b"\n")
+    data = b"\n".join(line for line in lines if b'"promise"' not in line) + b"\n"
+    specs = [
+        forwarder(name, sorted(EXPECTED), params={"max_row_bytes": MAX_ROW, "column_buffers": name == "C"},
+                  buffer_size=2000)
+        for name in ("C", "J")
+    ]
+    started = [(await workers.start(make_workflow(repository.port, [spec])))[0] for spec in specs]
+    assert {type(w.outputs["SENSOR4"]) for w in started} == {ColumnOutputStream, OutputStream}
+    for spec in specs:
+        await send_lines(HOST, spec["params"]["ingest_port"], [data])
+    for worker in started:
+        await wait_until(lambda w=worker: w.component.counters()["connections"] == 1
+                         and w.component.counters()["open_connections"] == 0, timeout_s=30)
+    columns, plain = started
+    assert columns.component.counters()["rows"] == plain.component.counters()["rows"] > 1000
+    rng = random.Random(8)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        for stream in sorted(EXPECTED):
+            last = plain.outputs[stream].buffer.last
+            for _ in range(6):
+                params = {"s": stream, "i": str(rng.randint(-1, last)), "n": str(rng.choice([1, 50, 5000]))}
+                if rng.random() < 0.3:
+                    params = {"s": stream, "l": str(rng.choice([1, 300]))}
+                accept = rng.choice(["application/json", "application/x-ndjson"])
+                answers = []
+                for worker in started:
+                    url = f"http://{worker.endpoint}/data"
+                    async with session.get(url, params=params, headers={"Accept": accept}) as response:
+                        assert response.status == 200
+                        answers.append((await response.read()).replace(worker.epoch.encode(), b"EPOCH"))
+                assert answers[0] == answers[1], (stream, params, accept)
