@@ -86,8 +86,9 @@ def report(results: dict[str, Any]) -> str:
         f"Command: `{results['command']}`. A forwarder process with {config['streams']} sensor streams of capacity "
         f"{config['capacity']:,}, filled with {config['tuples_per_stream']:,} DEBS rows each through its ingest port "
         "in 5 rounds; RSS growth per tuple = (RSS when full - RSS before filling) / tuples held. The kinds "
-        "alternate. `columns`: each stream holds int64 rows (13 values, `pan/column_ring.py`) and the JSON of its "
-        "newest 256 tuples; `json`: one JSON encoding per tuple (`column_buffers: false`).",
+        "alternate. `columns`: each stream holds its rows as numbers (`ts` in 64 bits, the other 12 values in "
+        "32 while they fit, `pan/column_ring.py`) and the JSON of its newest 256 tuples; `json`: one JSON "
+        "encoding per tuple (`column_buffers: false`).",
         "",
         table,
         "",

@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 import time
+from itertools import product
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import common
@@ -41,8 +42,9 @@ if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module o
 HELP = "tuples/s of one subscriber reading JSON, Arrow and line /data pages from one worker (issue 13)"
 SECTION_NAME = "wire-bench"
 SECTION_TITLE = "## Wire formats: JSON, Arrow and line pages (issue 13)"
-#: ``lines``: a reader of encoded tuples (line pages); the others decode every tuple into a dict.
-WIRES = ("json", "arrow", "lines")
+#: ``lines``: a reader of encoded tuples (line pages); ``columns``: of record batches (Arrow pages); the others
+#: decode every tuple into a dict.
+WIRES = ("json", "arrow", "lines", "columns")
 
 
 async def read_backlog(repository_port: int, wire: str, page: int, total: int, **options: Any) -> int:
@@ -53,7 +55,8 @@ async def read_backlog(repository_port: int, wire: str, page: int, total: int, *
     received = 0
     async with StreamSubscriber(
         THROUGHPUT_STREAM, (HOST, repository_port), start="earliest", page_size=page, max_wait_ms=1000,
-        wire="json" if wire == "lines" else wire, encoded=wire == "lines", **options,  # type: ignore[arg-type]
+        wire={"lines": "json", "columns": "arrow"}.get(wire, wire), encoded=wire == "lines", columns=wire == "columns",
+        **options,  # type: ignore[arg-type]
     ) as subscriber:
         async for batch in subscriber.batches():
             received += len(batch)
@@ -69,7 +72,7 @@ async def page_bytes(session: aiohttp.ClientSession, worker_port: int, page: int
     from pan import line_pages
     from pan.fetcher import ACCEPT
 
-    accept = {**ACCEPT, "lines": line_pages.ACCEPT}
+    accept = {**ACCEPT, "lines": line_pages.ACCEPT, "columns": ACCEPT["arrow"]}
     sizes = {}
     for wire in WIRES:
         async with session.get(f"http://{HOST}:{worker_port}/data", params={"s": THROUGHPUT_STREAM, "n": str(page)},
@@ -78,61 +81,76 @@ async def page_bytes(session: aiohttp.ClientSession, worker_port: int, page: int
     return sizes
 
 
-async def bench(proc: WorkerProcess, backlog: int, pages: list[int], reps: int) -> dict[str, Any]:
+async def bench(procs: dict[str, WorkerProcess], backlog: int, pages: list[int], reps: int) -> dict[str, Any]:
+    """Per kind of buffer (``procs``: a worker each) and page size: each format's rates; reps interleave
+    over kinds and formats."""
     import aiohttp
     import psutil
 
-    server, me = psutil.Process(proc.pid), psutil.Process()
+    me = psutil.Process()
+    sizes: dict[str, dict[str, Any]] = {}
     async with aiohttp.ClientSession() as session:
         sid = int(THROUGHPUT_STREAM.removeprefix("SENSOR"))
-        await fill(session, proc, sensor_lines(sid, sensor_tails(backlog)), {THROUGHPUT_STREAM: backlog - 1}, 300)
-        sizes = {str(page): await page_bytes(session, proc.info["worker_port"], page) for page in pages}
-    results: dict[str, Any] = {}
+        for kind, proc in procs.items():
+            await fill(session, proc, sensor_lines(sid, sensor_tails(backlog)), {THROUGHPUT_STREAM: backlog - 1}, 300)
+            sizes[kind] = {str(page): await page_bytes(session, proc.info["worker_port"], page) for page in pages}
+    results: dict[str, Any] = {kind: {} for kind in procs}
     for page in pages:
-        runs: dict[str, list[dict[str, float]]] = {wire: [] for wire in WIRES}
-        for wire in WIRES:  # warm-up: connections, imports, code paths
-            await read_backlog(proc.info["repository_port"], wire, page, min(backlog, 5 * page))
+        runs = {kind: {wire: [] for wire in WIRES} for kind in procs}
+        for proc in procs.values():
+            for wire in WIRES:  # warm-up: connections, imports, code paths
+                await read_backlog(proc.info["repository_port"], wire, page, min(backlog, 5 * page))
         for _ in range(reps):
-            for wire in WIRES:
-                server_cpu, my_cpu = cpu_seconds(server), cpu_seconds(me)
-                started = time.perf_counter()
-                count = await read_backlog(proc.info["repository_port"], wire, page, backlog)
-                elapsed = time.perf_counter() - started
-                runs[wire].append({
-                    "tuples_per_s": count / elapsed,
-                    "server_cpu": (cpu_seconds(server) - server_cpu) / elapsed,
-                    "client_cpu": (cpu_seconds(me) - my_cpu) / elapsed,
-                })
-        per_wire: dict[str, Any] = {wire: rate_summary(samples) for wire, samples in runs.items()}
-        per_wire["ratio_over_json"] = {
-            wire: round(per_wire[wire]["median_tuples_per_s"] / per_wire["json"]["median_tuples_per_s"], 2)
-            for wire in WIRES if wire != "json"
-        }
-        per_wire["page_bytes"] = sizes[str(page)]
-        results[str(page)] = per_wire
+            for kind, proc in procs.items():
+                server = psutil.Process(proc.pid)
+                for wire in WIRES:
+                    server_cpu, my_cpu = cpu_seconds(server), cpu_seconds(me)
+                    started = time.perf_counter()
+                    count = await read_backlog(proc.info["repository_port"], wire, page, backlog)
+                    elapsed = time.perf_counter() - started
+                    runs[kind][wire].append({
+                        "tuples_per_s": count / elapsed,
+                        "server_cpu": (cpu_seconds(server) - server_cpu) / elapsed,
+                        "client_cpu": (cpu_seconds(me) - my_cpu) / elapsed,
+                    })
+        for kind in procs:
+            per_wire: dict[str, Any] = {wire: rate_summary(samples) for wire, samples in runs[kind].items()}
+            per_wire["ratio_over_json"] = {
+                wire: round(per_wire[wire]["median_tuples_per_s"] / per_wire["json"]["median_tuples_per_s"], 2)
+                for wire in WIRES if wire != "json"
+            }
+            per_wire["page_bytes"] = sizes[kind][str(page)]
+            results[kind][str(page)] = per_wire
     return results
 
 
 def render_section(summary: dict[str, Any]) -> str:
     rows = []
-    for page, per_wire in summary["pages"].items():
+    for (kind, by_page), page in product(summary["buffers"].items(), summary["config"]["pages"]):
+        per_wire = by_page[str(page)]
         for wire in WIRES:
             r = per_wire[wire]
             rows.append([
-                page, wire, f"{r['median_tuples_per_s']:,}", f"{r['min_tuples_per_s']:,}-{r['max_tuples_per_s']:,}",
+                kind, page, wire, f"{r['median_tuples_per_s']:,}",
+                f"{r['min_tuples_per_s']:,}-{r['max_tuples_per_s']:,}",
                 f"{r['server_cpu_util']:.2f}", f"{r['client_cpu_util']:.2f}",
                 f"{per_wire['ratio_over_json'][wire]:.2f}" if wire != "json" else "",
                 f"{per_wire['page_bytes'][wire]:,}",
             ])
     table = common.markdown_table(
-        ["page (n)", "format", "tuples/s (median)", "min-max", "worker CPU", "client CPU", "vs JSON",
-         "page bytes"], rows
+        ["buffers", "page (n)", "format", "tuples/s (median)", "min-max", "worker CPU", "client CPU", "vs JSON",
+         "page bytes"], rows, "ll" + "r" * 7
     )
     config = summary["config"]
     return "\n".join([
         *common.report_head(SECTION_TITLE, summary), "",
         f"Command: `{summary['command']}`. A backlog of {config['backlog']:,} DEBS sensor tuples, read "
-        f"{config['reps']} times per format and page size, formats alternating.", "", table, "",
+        f"{config['reps']} times per format and page size, formats alternating, from a forwarder that holds it in "
+        "column buffers (`columns`, the default: Arrow pages are made from its rows) and from one that holds JSON "
+        "tuples (`json`, `column_buffers: false`: an Arrow page is its JSON page decoded and transposed), their "
+        "runs interleaved too. Readers: `json` and `arrow` build a dict per tuple, `lines` keeps each tuple's "
+        "bytes (line pages), `columns` keeps each Arrow page as a record batch (`StreamSubscriber(columns=True)`).",
+        "", table, "",
     ])
 
 
@@ -149,8 +167,12 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit("pan bench wire: every page size must be in 1..100000")
     summary = common.run_header("PAN wire formats (issue 13)")
     summary["config"] = {"quick": args.quick, "reps": reps, "backlog": backlog, "pages": pages}
-    async with WorkerProcess({"streams": [THROUGHPUT_STREAM], "buffer_size": backlog}) as proc:
-        summary["pages"] = await bench(proc, backlog, pages, reps)
+    config = {"streams": [THROUGHPUT_STREAM], "buffer_size": backlog}
+    async with (
+        WorkerProcess({**config, "column_buffers": True}) as columns,
+        WorkerProcess({**config, "column_buffers": False}) as plain,
+    ):
+        summary["buffers"] = await bench({"columns": columns, "json": plain}, backlog, pages, reps)
     summary["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return summary
 

@@ -140,11 +140,30 @@ def encode_page(page: dict[str, Any]) -> bytes | None:
         field, array = _column(pa, name, values)
         fields.append(field)
         arrays.append(array)
-    header = orjson.dumps({key: value for key, value in page.items() if key != "tuples"})
+    return _ipc_stream(orjson.dumps({key: value for key, value in page.items() if key != "tuples"}), fields, arrays)
+
+
+def encode_int_columns(header: bytes, names: Sequence[str], columns: Sequence[Any]) -> bytes:
+    """The Arrow page of tuples given as int64 columns (numpy arrays, ``names`` in the tuples' key order) and
+    the page's other fields as JSON (``header``): what ``encode_page`` makes of the same page, without
+    building its tuples first (pan/column_ring.py)."""
+    import pyarrow as pa
+
+    if not len(columns[0]):
+        return _ipc_stream(header, [], [])  # as encode_page writes an empty page: no tuples, no columns
+    fields = [pa.field(name, pa.int64()) for name in names]
+    return _ipc_stream(header, fields, [pa.array(column, type=pa.int64()) for column in columns])
+
+
+def _ipc_stream(header: bytes, fields: list[Any], arrays: list[Any]) -> bytes:
+    """One record batch of ``arrays`` (none: an empty page is the schema alone), the page's fields in the
+    schema metadata."""
+    import pyarrow as pa
+
     schema = pa.schema(fields, metadata={PAGE_KEY: header})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as writer:
-        if arrays:  # an empty page is the schema alone
+        if arrays:
             writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
     return sink.getvalue().to_pybytes()
 
@@ -206,6 +225,51 @@ def decode_page(body: bytes) -> dict[str, Any]:
     else:
         page["tuples"] = list(map(dict, map(zip, repeat(names), zip(*columns, strict=True))))
     return page
+
+
+def decode_columns(body: bytes) -> dict[str, Any]:
+    """The page an Arrow body encodes with its tuples left as columns: ``tuples`` is the record batch as sent
+    (one per page; columns the JSON page could not type hold each value's JSON bytes, see above) and
+    ``indices`` its ``i`` column as ints. ``PageFormatError`` if it is not a PAN page or its indices are not
+    rising integers."""
+    import pyarrow as pa
+
+    try:
+        reader = pa.ipc.open_stream(body)
+        table = reader.read_all()
+        page = orjson.loads((reader.schema.metadata or {})[PAGE_KEY])
+    except (pa.ArrowException, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise PageFormatError(f"not a PAN Arrow page: {exc}") from None
+    if not isinstance(page, dict):
+        raise PageFormatError("the page metadata is not a JSON object")
+    if table.num_rows == 0:
+        page["tuples"], page["indices"] = [], []
+        return page
+    if "i" not in table.schema.names or table.schema.field("i").type != pa.int64() or table.column("i").null_count:
+        raise PageFormatError("a tuple has no integer index 'i'")
+    batch = table.combine_chunks().to_batches()[0]
+    indices = batch.column("i").to_numpy()
+    if (indices[1:] <= indices[:-1]).any():
+        raise PageFormatError("the tuples' indices do not rise")
+    page["tuples"], page["indices"] = batch, indices.tolist()
+    return page
+
+
+def is_batch(value: object) -> bool:
+    """``value`` is a pyarrow record batch (a column page's ``tuples``; nothing decoded from JSON is one)."""
+    if not available():
+        return False
+    import pyarrow as pa
+
+    return isinstance(value, pa.RecordBatch)
+
+
+def columns_of(page: dict[str, Any]) -> dict[str, Any]:
+    """A decoded JSON page in the form ``decode_columns`` gives (for a publisher that answered JSON)."""
+    encoded = encode_page(page)
+    if encoded is None:
+        raise PageFormatError("the page's tuples order their keys in ways no columns can hold")
+    return decode_columns(encoded)
 
 
 def _values(field: Any, column: Any) -> list[Any]:

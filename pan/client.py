@@ -93,9 +93,12 @@ class StreamSubscriber:
         view: str = "settled",
         batcher: PageBatcher | None = None,
         encoded: bool = False,
+        columns: bool = False,
     ) -> None:
         if view not in ("settled", "raw"):
             raise ValueError(f"view must be 'settled' or 'raw', got {view!r}")
+        if columns and gaps:
+            raise ValueError("a subscriber of columns gets no markers among its tuples: read stats.missed instead")
         self.stream = stream
         #: ``settled`` (default): of a speculative stream only the tuples no retraction can touch; ``raw``: every
         #: tuple as soon as it is published, and ``{"retract": {"after": n, "generation": g}}`` markers (with
@@ -123,10 +126,13 @@ class StreamSubscriber:
         #: of many streams that can wait for each other's long polls (pan/page_batches.py).
         #: ``encoded``: tuples (and markers) come as the publisher's JSON bytes, never decoded, through line pages
         #: (pan/line_pages.py), for readers that store or forward them; the batcher must be one of ``lines``.
+        #: ``columns``: each batch is one pyarrow ``RecordBatch`` (Arrow pages, no dict per tuple), for readers
+        #: that compute on columns; a publisher that answers JSON has its page turned into one.
+        self.columns = columns
         self.fetcher = PageFetcher(
             stream, page_size=page_size, max_wait_ms=max_wait_ms, request_timeout_s=request_timeout_s,
             local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire, token=token, tls=tls, batcher=batcher,
-            encoded=encoded,
+            encoded=encoded, columns=columns,
         )
         self.token = token
         self.tls = tls  # HTTPS to the repositories and publishers, trusting this context's CA (pan.tls)
@@ -202,8 +208,9 @@ class StreamSubscriber:
 
     # --- iteration ----------------------------------------------------------------
 
-    async def batches(self) -> AsyncIterator[list[Any]]:
-        """Non-empty batches of new tuples, in index order, forever (with markers if ``gaps``); bytes if ``encoded``."""
+    async def batches(self) -> AsyncIterator[Any]:
+        """Non-empty batches of new tuples, in index order, forever (with markers if ``gaps``); bytes if ``encoded``,
+        a record batch if ``columns``."""
         while True:
             batch = self.delivered(await self.fetch())
             if batch:
@@ -215,7 +222,7 @@ class StreamSubscriber:
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         async for batch in self.batches():
-            for item in batch:
+            for item in batch.to_pylist() if self.columns else batch:
                 yield item
 
     # --- one fetch ----------------------------------------------------------------

@@ -19,12 +19,14 @@ belongs to a stream whose producer numbers its own tuples (a forwarder).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from pan.int_csv import IntCsvLayout, render_values
 from pan.progress import EMPTY, StreamProgress
 from pan.ringbuffer import RingBuffer
-from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE, OutputStream
+from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE, PAGE_BYTES, OutputStream
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -48,6 +50,7 @@ class IntColumnRing(RingBuffer[bytes]):
         self._values = np.empty((capacity, len(self._others)), dtype=np.int32)
         self.hot = min(hot, capacity)
         self._hot: list[bytes | None] = [None] * self.hot
+        self.rendered_again = 0  # tuples read from rows, beyond the hot ones: what lagging readers cost
 
     @property
     def row_bytes(self) -> int:
@@ -140,6 +143,7 @@ class IntColumnRing(RingBuffer[bytes]):
         if start < hot_from:
             cold_end = min(end, hot_from)
             items = render_values(self.layout, start, self.rows(start, cold_end))
+            self.rendered_again += len(items)
             start = cold_end
         if start < end:
             items += self.hot_items(start, end)
@@ -154,6 +158,11 @@ class IntColumnRing(RingBuffer[bytes]):
         lo, hi = start % hot, end % hot
         items = self._hot[lo : hi or hot] if lo < hi or hi == 0 else self._hot[lo:] + self._hot[:hi]
         return items  # type: ignore[return-value]
+
+    def columns(self, start: int, end: int) -> list[np.ndarray]:
+        """Each field's int64 values for indices [start, end), which must be held, in the layout's order."""
+        rows = self.rows(start, end)
+        return [rows[:, column] for column in range(self.width)]
 
     def rows(self, start: int, end: int) -> np.ndarray:
         """The int64 rows of indices [start, end), which must be held (a copy)."""
@@ -200,3 +209,39 @@ class ColumnOutputStream(OutputStream):
         self.buffer.extend_rows(rows, encoded)
         self.appended += len(rows)
         self._account([self.buffer.row_bytes] * len(rows))
+
+    def arrow_page(self, after: int, *, oldest: int | None, latest: int | None) -> bytes | None:
+        """The page ``render`` answers for the same read, as an Arrow IPC stream made from the rows (no JSON in
+        between); None where this stream has a settled view or retractions (``render`` serves those).
+
+        The page holds at most ``PAGE_BYTES`` of columns where the JSON page holds at most ``PAGE_BYTES`` of
+        JSON: a reader of either gets the same tuples, indices and ``missed``, in pages of other sizes.
+        """
+        from pan import arrow_pages
+
+        if self.settled is not None or self.retractions:
+            return None
+        buffer = self.buffer
+        held_from, end = buffer.next_index - len(buffer), buffer.next_index
+        start = max(after + 1, held_from)
+        missed = max(0, min(held_from, end) - (after + 1))
+        if latest is not None:
+            start = max(start, end - latest)
+        else:
+            end = min(end, start + (oldest if oldest is not None else end), start + self.arrow_page_rows)
+        start = min(start, end)
+        self.requests += 1
+        self.served_tuples += end - start
+        header = b'{"status":"ok","stream":%b,"first":%d,"last":%d,"missed":%d,"meta":%b}' % (
+            self._name_json, buffer.first, buffer.last, missed, self._meta_json())
+        columns = [np.arange(start, end, dtype=np.int64), *buffer.columns(start, end)]
+        return arrow_pages.encode_int_columns(header, ("i", *buffer.layout.fields), columns)
+
+    @property
+    def arrow_page_rows(self) -> int:
+        """Tuples in an Arrow page at most: ``PAGE_BYTES`` of int64 columns."""
+        return max(1, PAGE_BYTES // (8 * (self.buffer.width + 1)))
+
+    def counters(self) -> dict[str, Any]:
+        """The stream's counters, and how many tuples readers had rendered again from rows (``rendered_again``)."""
+        return {**super().counters(), "rendered_again": self.buffer.rendered_again, "row_bytes": self.buffer.row_bytes}

@@ -70,12 +70,14 @@ class PageFetcher:
         tls: ssl.SSLContext | None = None,
         batcher: PageBatcher | None = None,
         encoded: bool = False,
+        columns: bool = False,
     ) -> None:
         """``wire``: the page format asked for over HTTP (default: ``default_wire()``); ``token``: the read token
         of a workflow with a secret (pan.auth); ``tls``: HTTPS, trusting this context's CA (pan.tls);
         ``batcher``: JSON pages over HTTP go with other streams' in one ``POST /pages`` (pan/page_batches.py);
         ``encoded``: a page's ``tuples`` are the publisher's bytes, with their ``indices`` beside them (line
-        pages whatever ``wire`` says; the batcher must ask for line pages too)."""
+        pages whatever ``wire`` says; the batcher must ask for line pages too); ``columns``: a page's ``tuples``
+        are one pyarrow record batch, with their ``indices`` beside them (Arrow pages; no batcher)."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -83,17 +85,20 @@ class PageFetcher:
         self.local = local
         self.wake_on_meta = wake_on_meta
         self.hold = hold
-        self.wire: Wire = default_wire() if wire is None else wire
+        self.wire: Wire = "arrow" if columns else default_wire() if wire is None else wire
         if self.wire == "arrow" and not arrow_pages.available():
             raise ValueError("Arrow pages need pyarrow (pip install 'pan[arrow]')")
+        if columns and encoded:
+            raise ValueError("a fetcher hands on tuples as bytes (encoded) or as columns, not both")
         self.encoded = encoded
+        self.columns = columns
         if batcher is not None and batcher.lines != encoded:
             raise ValueError("a fetcher of encoded tuples needs a batcher of line pages, and only it")
         self._headers = {"Accept": line_pages.ACCEPT if encoded else ACCEPT[self.wire], **bearer(token)}
         self._scheme = scheme(tls)
         self._ssl: dict[str, Any] = {} if tls is None else {"ssl": tls}
         # The batched answer is JSON or line pages, never Arrow.
-        self.batcher = batcher if encoded or self.wire == "json" else None
+        self.batcher = batcher if encoded or self.wire == "json" else None  # (columns: Arrow)
 
     def is_local(self, source: Source) -> bool:
         """``source`` answers in this process, without HTTP."""
@@ -149,14 +154,20 @@ class PageFetcher:
         if response.status != 200:
             raise ValueError(f"{source.endpoint} answered HTTP {response.status}")
         if response.content_type == arrow_pages.ARROW_TYPE:
-            return self._checked(_arrow_page(body), False)
+            return self._checked(_arrow_page(body, self.columns), False)
         return self._checked(body, response.content_type == line_pages.LINES_TYPE)
 
     def _checked(self, body: bytes | dict[str, Any], lines: bool) -> dict[str, Any]:
-        """The answer checked, in the form this fetcher hands on (``encoded``: a line page's)."""
+        """The answer checked, in the form this fetcher hands on (``encoded``: a line page's; ``columns``: a
+        record batch's)."""
         page = _checked_page(decoded_line_pages(body)[0] if lines and type(body) is bytes else body)
         if self.encoded and "indices" not in page:  # a publisher that answered JSON (or Arrow)
             return line_pages.from_json_page(page)
+        if self.columns and "indices" not in page and isinstance(page.get("tuples"), list):  # it answered JSON
+            try:
+                return arrow_pages.columns_of(page)
+            except arrow_pages.PageFormatError as exc:
+                raise BadAnswer(str(exc)) from None
         return page
 
     async def _get_local(
@@ -187,12 +198,13 @@ def _error_text(body: bytes) -> str:
     return str(answer.get("error", answer))[:200] if isinstance(answer, dict) else repr(body[:200])
 
 
-def _arrow_page(body: bytes) -> dict[str, Any]:
-    """An Arrow `/data` body decoded, else ``BadAnswer`` (also when this process cannot read Arrow)."""
+def _arrow_page(body: bytes, columns: bool) -> dict[str, Any]:
+    """An Arrow `/data` body decoded (``columns``: its tuples left as a record batch), else ``BadAnswer`` (also
+    when this process cannot read Arrow)."""
     if not arrow_pages.available():
         raise BadAnswer("answered an Arrow page without being asked (pyarrow is not installed here)")
     try:
-        return arrow_pages.decode_page(body)
+        return arrow_pages.decode_columns(body) if columns else arrow_pages.decode_page(body)
     except arrow_pages.PageFormatError as exc:
         raise BadAnswer(f"undecodable: {exc}") from None
 
@@ -220,6 +232,8 @@ def _checked_page(body: bytes | dict[str, Any]) -> dict[str, Any]:
         raise BadAnswer("'meta' is not an object")
     tuples = answer.get("tuples")
     if tuples is None:
+        return answer
+    if "indices" in answer and arrow_pages.is_batch(tuples):  # a column page: its decoding checked the indices
         return answer
     if not isinstance(tuples, list):
         raise BadAnswer("'tuples' is not a list")

@@ -18,6 +18,7 @@ the state; it does no I/O, so every rule can be tested without a server.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -208,6 +209,8 @@ class SubscriptionState:
         """Drop what was already delivered; index jumps become gaps (first and last missed index).
 
         Returns the tuples kept, their indices, and the gaps."""
+        if not isinstance(page, list):  # a column page (a record batch): what is new is a slice of it
+            return self._filter_columns(page, indices)
         tuples: list[Any] = []
         kept: list[int] = []
         gaps: list[tuple[int, int]] = []
@@ -221,6 +224,20 @@ class SubscriptionState:
             kept.append(index)
             self.position = index
         return tuples, kept, gaps
+
+    def _filter_columns(self, page: Any, indices: list[int]) -> tuple[Any, list[int], list[tuple[int, int]]]:
+        """``_filter`` of a record batch: a publisher's indices rise, so the tuples not delivered yet are the
+        batch from the first index beyond our position on (``bisect``), gaps the jumps among their indices
+        (``arrow_pages.decode_columns`` checked that they rise)."""
+        start = bisect_right(indices, self.position)
+        kept = indices[start:]
+        gaps: list[tuple[int, int]] = []
+        for index in kept:
+            if index > self.position + 1:
+                gaps.append((self.position + 1, index - 1))
+                self.stats.gaps += 1
+            self.position = index
+        return page.slice(start), kept, gaps
 
     def _reset(self, why: str, last: int) -> Fetch:
         self.stats.resets += 1

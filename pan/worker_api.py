@@ -19,6 +19,7 @@ from aiohttp import web
 from pan import arrow_pages, line_pages, pages
 from pan.accept import choose
 from pan.auth import Gate
+from pan.column_ring import ColumnOutputStream
 from pan.data_query import DEFAULT_PAGE, DataQuery, data_query, error_page, page_query, pages_body
 from pan.metrics import CONTENT_TYPE as METRICS_TYPE
 from pan.metrics import MetricsText
@@ -49,7 +50,8 @@ def _output_samples(out: OutputStream) -> list[tuple[str, str, str, float]]:
     return [
         ("pan_output_last_index", "gauge", "newest index the output stream holds (-1: none)", out.buffer.last),
         ("pan_output_held_tuples", "gauge", "tuples the output stream's buffer holds", len(out.buffer)),
-        ("pan_output_held_bytes", "gauge", "bytes of encoded tuples the output stream holds", out.held_bytes),
+        ("pan_output_held_bytes", "gauge", "bytes the output stream's tuples take (JSON, or column buffers' rows)",
+         out.held_bytes),
         ("pan_output_appended_total", "counter", "tuples appended to the output stream", out.appended),
         ("pan_output_requests_total", "counter", "pages served from the output stream (/data, POST /pages entries)",
          out.requests),
@@ -91,9 +93,23 @@ async def _wait_any(targets: list[tuple[DataQuery, OutputStream]], timeout_s: fl
 
 
 def _render(stream: OutputStream, query: DataQuery, lines: bool) -> bytes:
-    oldest = DEFAULT_PAGE if query.latest is None and query.oldest is None else query.oldest
-    return stream.render(query.after, oldest=oldest, latest=query.latest, raw_generation=query.raw_generation,
+    return stream.render(query.after, oldest=_oldest(query), latest=query.latest, raw_generation=query.raw_generation,
                          lines=lines)
+
+
+def _oldest(query: DataQuery) -> int | None:
+    """How many of the oldest new tuples a page holds at most (``DEFAULT_PAGE`` unless the query says)."""
+    return DEFAULT_PAGE if query.latest is None and query.oldest is None else query.oldest
+
+
+def _arrow_page(stream: OutputStream, query: DataQuery) -> bytes | None:
+    """The Arrow page of ``query``: straight from a column buffer's rows where it can, else the JSON page
+    transposed (None: that page is not columnar, it goes as JSON)."""
+    if type(stream) is ColumnOutputStream and query.raw_generation is None:
+        encoded = stream.arrow_page(query.after, oldest=_oldest(query), latest=query.latest)
+        if encoded is not None:
+            return encoded
+    return _as_arrow(_render(stream, query, False))
 
 
 class WorkerApi:
@@ -127,15 +143,17 @@ class WorkerApi:
     async def handle_data(self, request: web.Request) -> web.Response:
         query = data_query(request.query)
         wanted = choose(request.headers.get("Accept"), DATA_TYPES)
+        if self.arrow and wanted == arrow_pages.ARROW_TYPE:
+            stream = await self._ready_stream(query)
+            encoded = _arrow_page(stream, query)
+            if encoded is not None:
+                return web.Response(body=encoded, content_type=arrow_pages.ARROW_TYPE, headers=VARY)
+            return raw_json_response(_render(stream, query, False), headers=VARY)
         lines = wanted == line_pages.LINES_TYPE
         body = await self.serve_data(query.name, query.after, query.oldest, query.latest, query.wait_ms,
                                      query.wake_on_meta, query.hold, query.raw_generation, lines)
         if lines:
             return web.Response(body=body, content_type=line_pages.LINES_TYPE, headers=VARY)
-        if self.arrow and wanted == arrow_pages.ARROW_TYPE:
-            encoded = _as_arrow(body)
-            if encoded is not None:
-                return web.Response(body=encoded, content_type=arrow_pages.ARROW_TYPE, headers=VARY)
         return raw_json_response(body, headers=VARY)
 
     async def handle_pages(self, request: web.Request) -> web.Response:
@@ -188,12 +206,16 @@ class WorkerApi:
         ``lines``: answer a line page (pan/line_pages.py).
         """
         query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation)
+        return _render(await self._ready_stream(query), query, lines)
+
+    async def _ready_stream(self, query: DataQuery) -> OutputStream:
+        """The queried output once it has something to answer (a long poll waits here, ``wait_ms`` at most)."""
         stream = self._held_stream(query)
-        if stream.settled is not None and raw_generation is None:
-            await _wait_settled(stream, after, wait_ms / 1000)
-        elif wait_ms and stream.buffer.last <= after:
-            await stream.buffer.wait_beyond(after, wait_ms / 1000, meta=wake_on_meta)
-        return _render(stream, query, lines)
+        if stream.settled is not None and query.raw_generation is None:
+            await _wait_settled(stream, query.after, query.wait_ms / 1000)
+        elif query.wait_ms and stream.buffer.last <= query.after:
+            await stream.buffer.wait_beyond(query.after, query.wait_ms / 1000, meta=query.wake_on_meta)
+        return stream
 
     # --- state ----------------------------------------------------------------------
 

@@ -391,17 +391,19 @@ def test_policies_writes_a_row_per_loss_policy_and_output(tmp_path: Path) -> Non
 
 
 @pytest.mark.process
-def test_wire_tiny_compares_json_arrow_and_lines(tmp_path: Path) -> None:
+def test_wire_tiny_compares_json_arrow_lines_and_columns_from_both_buffers(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
     summary = bench("wire", "--quick", "--reps", "1", "--pages", "500,2000", "--write", str(report), timeout=300)
-    assert summary["config"]["reps"] == 1 and list(summary["pages"]) == ["500", "2000"]
-    for per_wire in summary["pages"].values():
-        assert all(per_wire[wire]["median_tuples_per_s"] > 0 for wire in ("json", "arrow", "lines"))
-        assert set(per_wire["ratio_over_json"]) == {"arrow", "lines"} and min(per_wire["ratio_over_json"].values()) > 0
-        assert per_wire["page_bytes"]["lines"] > 0
+    assert summary["config"]["reps"] == 1 and set(summary["buffers"]) == {"columns", "json"}
+    for by_page in summary["buffers"].values():
+        assert list(by_page) == ["500", "2000"]
+        for per_wire in by_page.values():
+            assert all(per_wire[wire]["median_tuples_per_s"] > 0 for wire in ("json", "arrow", "lines", "columns"))
+            assert set(per_wire["ratio_over_json"]) == {"arrow", "lines", "columns"}
+            assert min(per_wire["ratio_over_json"].values()) > 0 and per_wire["page_bytes"]["columns"] > 0
     text = report.read_text()
-    assert "<!-- wire-bench:start -->" in text and "| 2000 | arrow |" in text
-    assert "| 2000 | lines |" in text
+    assert "<!-- wire-bench:start -->" in text and "| columns | 2000 | arrow |" in text
+    assert "| json | 2000 | lines |" in text and "| columns | 500 | columns |" in text
 
 
 @pytest.mark.process

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
+from typing import Any
 
 import aiohttp
 import numpy as np
+import orjson
+import pyarrow as pa
 import pytest
 
+from pan import arrow_pages
 from pan.builtin_components import Forwarder
+from pan.client import StreamSubscriber
 from pan.column_ring import ColumnOutputStream, IntColumnRing
 from pan.ingest import send_lines
 from pan.int_csv import render_values
@@ -18,6 +24,7 @@ from pan.ringbuffer import RingBuffer
 from pan.schema import INT64_MAX, INT64_MIN
 from pan.specs import WorkerSpec
 from pan.streams import OutputStream
+from pan.worker import Worker
 from pan_debs.simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS
 from tests.conftest import HOST, WorkerGroup, forwarder, make_workflow, wait_until
 from tests.pan.test_ingest_blocks import EXPECTED, MAX_ROW, fuzzed_input
@@ -125,6 +132,28 @@ def test_the_byte_budget_counts_a_rows_memory() -> None:
     assert page.missed == 15 and page.items == encodings(0, rows)[15:]
 
 
+def test_arrow_pages_made_from_rows_are_those_of_the_json_pages() -> None:
+    """Byte for byte what encode_page makes of the JSON page: empty pages, overwritten tuples (missed), oldest and
+    latest; a page beyond 1 MiB is cut at its own size, so one of the two is the start of the other."""
+    stream = ColumnOutputStream("SENSOR4", CSV_LAYOUT, capacity=50)
+    rows = random_rows(random.Random(6), 80, wide=0.0)
+    stream.extend_rows(rows, encodings(0, rows))
+    for after in (-5, -1, 10, 29, 30, 60, 78, 79, 90):
+        for oldest, latest in ((None, None), (1, None), (7, None), (None, 1), (None, 12)):
+            json_page = orjson.loads(stream.render(after, oldest=oldest, latest=latest))
+            arrow = stream.arrow_page(after, oldest=oldest, latest=latest)
+            assert arrow == arrow_pages.encode_page(json_page), (after, oldest, latest)
+            assert arrow_pages.decode_page(arrow) == json_page
+    big = ColumnOutputStream("SENSOR4", CSV_LAYOUT, capacity=30_000)
+    rows = random_rows(random.Random(7), 20_000, wide=0.0)
+    big.extend_rows(rows, encodings(0, rows))
+    arrow_tuples = arrow_pages.decode_page(big.arrow_page(-1, oldest=None, latest=None))["tuples"]
+    json_tuples = orjson.loads(big.render(-1, oldest=None, latest=None))["tuples"]
+    assert len(arrow_tuples) == big.arrow_page_rows < 20_000
+    shorter = min(len(arrow_tuples), len(json_tuples))
+    assert arrow_tuples[:shorter] == json_tuples[:shorter] and shorter > 1000
+
+
 def spec_of(params: dict[str, object]) -> WorkerSpec:
     params = {"ingest_port": 1, "inter_pan_inputs": ["SENSOR4", "EVENTS"], "decoder": "debs_csv", **params}
     return WorkerSpec("F", "forwarder", HOST, 0, "p", params={k: v for k, v in params.items() if v is not None})
@@ -146,7 +175,8 @@ async def test_a_forwarder_serves_the_same_pages_from_columns_as_from_json_tuple
     repository: RepositoryServer, workers: WorkerGroup
 ) -> None:
     """Fuzzed input (bad lines, JSON rows, promises) into two forwarders, columns and JSON tuples: every /data
-    page they answer (JSON and line pages, oldest and latest, old rows rendered again) is the same."""
+    page they answer (JSON, line and Arrow pages, oldest and latest, old rows rendered again) is the same: the
+    Arrow pages of columns are made from the rows, those of JSON tuples from the JSON page."""
     lines = fuzzed_input(5, 3000).split(b"\n")
     data = b"\n".join(line for line in lines if b'"promise"' not in line) + b"\n"
     specs = [
@@ -171,11 +201,71 @@ async def test_a_forwarder_serves_the_same_pages_from_columns_as_from_json_tuple
                 params = {"s": stream, "i": str(rng.randint(-1, last)), "n": str(rng.choice([1, 50, 5000]))}
                 if rng.random() < 0.3:
                     params = {"s": stream, "l": str(rng.choice([1, 300]))}
-                accept = rng.choice(["application/json", "application/x-ndjson"])
+                accept = rng.choice(["application/json", "application/x-ndjson", arrow_pages.ARROW_TYPE])
                 answers = []
                 for worker in started:
                     url = f"http://{worker.endpoint}/data"
                     async with session.get(url, params=params, headers={"Accept": accept}) as response:
                         assert response.status == 200
+                        assert response.content_type == accept
                         answers.append((await response.read()).replace(worker.epoch.encode(), b"EPOCH"))
                 assert answers[0] == answers[1], (stream, params, accept)
+
+
+async def read_all(repository: RepositoryServer, stream: str, source: Worker, other: Worker, **options: Any) -> Any:
+    """Every tuple of ``stream`` from ``source`` (the other publisher excluded), and the subscriber's stats."""
+    batches = []
+    async with StreamSubscriber(stream, (HOST, repository.port), start="earliest", page_size=700,
+                                exclude=(other.endpoint,), **options) as subscriber:
+        async with asyncio.timeout(60):
+            async for batch in subscriber.batches():
+                batches.append(batch)
+                if subscriber.position >= source.outputs[stream].buffer.last:
+                    break
+        assert subscriber.source is not None and subscriber.source.endpoint == source.endpoint
+        return batches, subscriber.stats
+
+
+async def test_a_subscriber_of_columns_reads_what_a_json_subscriber_reads(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """From column buffers (Arrow pages made from rows) and from a JSON-only publisher (its JSON pages turned into
+    columns): the same tuples, in record batches, and the same count of missed tuples."""
+    lines = fuzzed_input(9, 6000).split(b"\n")
+    data = b"\n".join(line for line in lines if b'"promise"' not in line) + b"\n"
+    specs = [forwarder(name, sorted(EXPECTED), params={"max_row_bytes": MAX_ROW, "column_buffers": name == "C"},
+                       buffer_size=500) for name in ("C", "J")]
+    columns, plain = [(await workers.start(make_workflow(repository.port, [spec])))[0] for spec in specs]
+    plain.api.arrow = False  # an older peer: it answers JSON whatever the reader asks for
+    for spec, worker in zip(specs, (columns, plain), strict=True):
+        await send_lines(HOST, spec["params"]["ingest_port"], [data])
+        await wait_until(lambda w=worker: w.component.counters()["open_connections"] == 0
+                         and w.component.counters()["connections"] == 1, timeout_s=30)
+    for stream, overwritten in (("SENSOR4", True), ("EVENTS", False)):  # CSV rows, and JSON rows of any shape
+        reference, reference_stats = await read_all(repository, stream, plain, columns)
+        expected = [item for batch in reference for item in batch]
+        assert len(expected) > 10 and (reference_stats.missed > 0) is overwritten  # a ring of 500
+        for source, other in ((columns, plain), (plain, columns)):
+            batches, stats = await read_all(repository, stream, source, other, columns=True)
+            assert all(isinstance(batch, pa.RecordBatch) and batch.num_rows for batch in batches)
+            assert [row for batch in batches for row in batch.to_pylist()] == expected, (stream, source.spec.name)
+            assert stats.missed == reference_stats.missed and stats.decode_errors == 0
+
+
+def test_a_subscriber_of_columns_takes_no_markers_and_no_bytes() -> None:
+    with pytest.raises(ValueError, match="no markers"):
+        StreamSubscriber("S", (HOST, 1), columns=True, gaps=True)
+    with pytest.raises(ValueError, match="not both"):
+        StreamSubscriber("S", (HOST, 1), columns=True, encoded=True)
+
+
+def test_column_pages_with_falling_or_missing_indices_are_refused() -> None:
+    header = b'{"status":"ok","stream":"S","first":0,"last":3,"missed":0,"meta":{}}'
+    good = arrow_pages.encode_int_columns(header, ["i", "x"], [np.array([1, 2]), np.array([5, 6])])
+    assert arrow_pages.decode_columns(good)["indices"] == [1, 2]
+    falling = arrow_pages.encode_int_columns(header, ["i", "x"], [np.array([2, 2]), np.array([5, 6])])
+    with pytest.raises(arrow_pages.PageFormatError, match="do not rise"):
+        arrow_pages.decode_columns(falling)
+    unindexed = arrow_pages.encode_int_columns(header, ["x"], [np.array([5, 6])])
+    with pytest.raises(arrow_pages.PageFormatError, match="no integer index"):
+        arrow_pages.decode_columns(unindexed)
