@@ -22,9 +22,12 @@ pyarrow is imported lazily: without it ``available()`` is False and PAN
 speaks JSON only. ``PAN_WIRE`` in the environment chooses for a process and
 its children: unset, servers answer Arrow to whoever asks for it and
 subscribers ask for JSON; ``arrow`` makes subscribers ask for Arrow too;
-``json`` turns Arrow off in both. JSON is the subscribers' default because the
-ring buffers hold encoded JSON tuples today: a JSON page is a join of bytes,
-an Arrow page costs a decode and a transpose (``pan bench wire``).
+``json`` turns Arrow off in both. JSON is the subscribers' default because most
+ring buffers hold encoded JSON tuples: a JSON page is a join of bytes, an Arrow
+page of them costs a decode and a transpose (``pan bench wire``). Column
+buffers (pan/column_ring.py) make their Arrow pages from their rows
+(``encode_int_columns``), and a reader that keeps the record batch
+(``decode_columns``) builds no dict per tuple either.
 """
 
 from __future__ import annotations
