@@ -336,20 +336,26 @@ def _render_gather(block: ParsedBlock, layout: IntCsvLayout, picks: np.ndarray, 
     return tuples
 
 
+#: Rows per ``%`` format in ``render_values``: one format string of 10,000 rows formats 1.6x slower per row than
+#: pieces of 256-1,024 (measured on DEBS rows; smaller pieces pay the per-call cost).
+VALUES_CHUNK = 512
+
+
 def render_values(layout: IntCsvLayout, start: int, rows: np.ndarray) -> list[bytes]:
     """Int64 ``rows`` of ``layout`` as stored tuples with indices from ``start`` on (``json_format``'s bytes).
 
-    For rows held as values rather than as received text (pan/column_ring.py): one ``%`` format of the
-    tuple template repeated per row, over the indices and values flattened into one tuple.
+    For rows held as values rather than as received text (pan/column_ring.py): per ``VALUES_CHUNK`` rows, one
+    ``%`` format of the tuple template repeated per row, over the indices and values flattened into one tuple.
     """
     count = len(rows)
-    if count == 0:
-        return []
     table = np.empty((count, len(layout.fields) + 1), dtype=np.int64)
     table[:, 0] = np.arange(start, start + count)
     table[:, 1:] = rows
-    tuples = (layout.values_template * count % tuple(table.ravel().tolist())).split(b"\n")
-    tuples.pop()  # after the last newline
+    tuples: list[bytes] = []
+    for at in range(0, count, VALUES_CHUNK):
+        piece = table[at : at + VALUES_CHUNK]
+        tuples += (layout.values_template * len(piece) % tuple(piece.ravel().tolist())).split(b"\n")
+        tuples.pop()  # after the last newline
     return tuples
 
 

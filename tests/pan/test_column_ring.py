@@ -49,7 +49,7 @@ def encodings(start: int, rows: np.ndarray) -> list[bytes]:
 
 def test_rendered_rows_are_the_decoders_tuples() -> None:
     rng = random.Random(3)
-    for count in (1, 2, 17, 300):
+    for count in (1, 2, 17, 300, 511, 512, 513, 2000):
         rows = random_rows(rng, count)
         start = rng.choice([0, 7, 2**40])
         assert render_values(CSV_LAYOUT, start, rows) == encodings(start, rows)
@@ -210,6 +210,8 @@ async def test_a_forwarder_serves_the_same_pages_from_columns_as_from_json_tuple
                         assert response.content_type == accept
                         answers.append((await response.read()).replace(worker.epoch.encode(), b"EPOCH"))
                 assert answers[0] == answers[1], (stream, params, accept)
+    counters = columns.outputs["SENSOR4"].counters()  # old tuples were read: rendered again from their rows
+    assert counters["rendered_again"] > 0 and counters["row_bytes"] in (8 + 4 * (WIDTH - 1), 8 * WIDTH)
 
 
 async def read_all(repository: RepositoryServer, stream: str, source: Worker, other: Worker, **options: Any) -> Any:
