@@ -58,8 +58,8 @@ class Forwarder(Component):
 
     @classmethod
     def make_output(cls, spec: WorkerSpec, name: str, progress: StreamProgress) -> OutputStream:
-        """A stream its decoder reads as integer CSV holds int64 rows (``column_buffers``, default true): about
-        half the memory of its JSON tuples (pan/column_ring.py)."""
+        """A stream its decoder reads as integer CSV holds its rows as numbers (``column_buffers``, default true):
+        about 0.4x the memory of its JSON tuples (pan/column_ring.py)."""
         decoder = parse_ingest_params(spec.params, inter_pan_inputs(spec))[0].decoder
         layout = None if decoder is None or not decoder.claims(name) else decoder.int_csv
         if layout is None or spec.params.get("column_buffers", True) is not True:

@@ -1,4 +1,4 @@
-"""A ring buffer of integer rows held as int64 columns, read as their stored JSON tuples.
+"""A ring buffer of integer rows held as numbers, read as their stored JSON tuples.
 
 The streams a forwarder fills from integer CSV hold most of a peer's
 buffered tuples. Held as one JSON ``bytes`` each, a tuple of 13 integers
@@ -50,6 +50,7 @@ class IntColumnRing(RingBuffer[bytes]):
         self._values = np.empty((capacity, len(self._others)), dtype=np.int32)
         self.hot = min(hot, capacity)
         self._hot: list[bytes | None] = [None] * self.hot
+        self._hot_from = 0  # the oldest index whose encoding was kept (a truncation or reset forgets the rest)
         self.rendered_again = 0  # tuples read from rows, beyond the hot ones: what lagging readers cost
 
     @property
@@ -116,12 +117,11 @@ class IntColumnRing(RingBuffer[bytes]):
             return
         self._next = index + 1
         self._first = min(self._first, self._next)
-        self._hot = [None] * self.hot
+        self._hot_from = self._next
         self.poke()
 
     def reset(self, start_index: int = 0) -> None:
-        self._first = self._next = start_index
-        self._hot = [None] * self.hot
+        self._first = self._next = self._hot_from = start_index
         self._wake()
 
     def _skip_to(self, index: int) -> None:
@@ -138,7 +138,7 @@ class IntColumnRing(RingBuffer[bytes]):
         """The stored tuples of indices [start, end): the hot ones as kept, older ones rendered from their rows."""
         if start >= end:
             return []
-        hot_from = max(self._next - self.hot, 0)
+        hot_from = max(self._next - self.hot, self._hot_from)
         items: list[bytes] = []
         if start < hot_from:
             cold_end = min(end, hot_from)
@@ -151,7 +151,7 @@ class IntColumnRing(RingBuffer[bytes]):
 
     def hot_items(self, start: int, end: int) -> list[bytes]:
         """The kept encodings of indices [start, end) within the hot ones (clipped to them)."""
-        start = max(start, self._next - self.hot, self._first, 0)
+        start = max(start, self._next - self.hot, self._first, self._hot_from)
         if start >= end:
             return []
         hot = self.hot

@@ -58,7 +58,7 @@ def test_rendered_rows_are_the_decoders_tuples() -> None:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_a_column_ring_reads_like_a_ring_of_bytes(seed: int) -> None:
-    """Random appends, reads (oldest, latest, at), growth, budget drops and resets against a plain ring
+    """Random appends, reads (oldest, latest, at), growth, budget drops, truncations and resets against a plain ring
     holding the same encodings; a hot part smaller than the reads makes them render old rows."""
     rng = random.Random(seed)
     capacity = rng.randint(1, 40)
@@ -82,10 +82,14 @@ def test_a_column_ring_reads_like_a_ring_of_bytes(seed: int) -> None:
             capacity = rng.randint(max(1, len(plain)), 2 * capacity + 2)
             columns.resize(capacity)
             plain.resize(capacity)
-        elif action < 0.96:
+        elif action < 0.93:
             index = rng.randint(plain.next_index - capacity, plain.next_index)
             columns.drop_before(index)
             plain.drop_before(index)
+        elif action < 0.96:
+            index = rng.randint(max(-1, plain.next_index - len(plain) - 1), plain.next_index)  # as a rewind does
+            columns.truncate_after(index)
+            plain.truncate_after(index)
         else:
             start = rng.randint(0, 50)
             columns.reset(start)
