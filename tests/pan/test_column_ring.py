@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -275,3 +276,33 @@ def test_column_pages_with_falling_or_missing_indices_are_refused() -> None:
     unindexed = arrow_pages.encode_int_columns(header, ["x"], [np.array([5, 6])])
     with pytest.raises(arrow_pages.PageFormatError, match="no integer index"):
         arrow_pages.decode_columns(unindexed)
+
+
+class _Printed(Exception):
+    """Ends the README's endless read loop at its first print."""
+
+
+async def test_the_readme_example_of_a_column_reader_runs_as_written(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    (example,) = [block for block in readme.split("```python\n")[1:] if "columns=True" in block.split("```")[0]]
+    code = example.split("```")[0].replace('"127.0.0.1:8080"', f'"{HOST}:{repository.port}"')
+    spec = forwarder("F", ["SENSOR4"], buffer_size=1000)
+    (worker,) = await workers.start(make_workflow(repository.port, [spec]))
+    rows = random_rows(random.Random(11), 300, wide=0.0)
+    worker.outputs["SENSOR4"].extend_rows(rows, encodings(0, rows))
+    printed: list[tuple[Any, ...]] = []
+
+    def capture(*values: Any) -> None:
+        printed.append(values)
+        raise _Printed
+
+    body = "async def example():\n" + "".join(f"    {line}\n" for line in code.splitlines())
+    namespace: dict[str, Any] = {"StreamSubscriber": StreamSubscriber, "print": capture}
+    exec(compile(body, "README.md", "exec"), namespace)
+    with pytest.raises(_Printed):
+        async with asyncio.timeout(60):
+            await namespace["example"]()
+    ((last, mean),) = printed
+    assert last.as_py() == 299 and mean.as_py() == pytest.approx(float(rows[:, 5].mean()))
