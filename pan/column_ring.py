@@ -25,7 +25,7 @@ import numpy as np
 
 from pan.int_csv import IntCsvLayout, render_values
 from pan.progress import EMPTY, StreamProgress
-from pan.ringbuffer import RingBuffer
+from pan.ringbuffer import RingBuffer, write_wrapped
 from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE, PAGE_BYTES, OutputStream
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -79,29 +79,25 @@ class IntColumnRing(RingBuffer[bytes]):
         others = rows[count - kept :, self._others]
         if self._values.dtype != np.int64 and others.size and (others.min() < _INT32_MIN or others.max() > _INT32_MAX):
             self._widen()
-        _write_ring(self._ts, start + count - kept, rows[count - kept :, self.layout.ts_column])
-        _write_ring(self._values, start + count - kept, others)
+        write_wrapped(self._ts, start + count - kept, rows[count - kept :, self.layout.ts_column])
+        write_wrapped(self._values, start + count - kept, others)
         hot = min(count, self.hot)
-        _write_ring(self._hot, start + count - hot, encoded[count - hot :])
-        self._next += count
-        if self._next - self._first > self.capacity:
-            self._first = self._next - self.capacity
-        self._wake()
+        write_wrapped(self._hot, start + count - hot, encoded[count - hot :])
+        self._appended(count)
 
     def resize(self, capacity: int) -> None:
-        if capacity < max(1, len(self)):
-            raise ValueError(f"capacity {capacity} cannot hold the {len(self)} items held")
+        self._check_fits(capacity)
         ts = np.empty(capacity, dtype=np.int64)
         values = np.empty((capacity, len(self._others)), dtype=self._values.dtype)
         if len(self):
             held = _positions(self._first, self._next, self.capacity)
-            _write_ring(ts, self._first, self._ts[held])
-            _write_ring(values, self._first, self._values[held])
+            write_wrapped(ts, self._first, self._ts[held])
+            write_wrapped(values, self._first, self._values[held])
         hot = self.hot_items(self._next - self.hot, self._next)
         self._ts, self._values, self.capacity = ts, values, capacity
         self.hot = min(self.hot, capacity)
         self._hot = [None] * self.hot
-        _write_ring(self._hot, self._next - len(hot[-self.hot :]), hot[-self.hot :])
+        write_wrapped(self._hot, self._next - len(hot[-self.hot :]), hot[-self.hot :])
 
     def _widen(self) -> None:
         """Hold the other columns as int64 from now on (a value beyond 32 bits came): a copy of the ring."""
@@ -178,15 +174,6 @@ class IntColumnRing(RingBuffer[bytes]):
 def _positions(start: int, end: int, capacity: int) -> np.ndarray:
     """Ring positions of indices [start, end)."""
     return np.arange(start, end) % capacity
-
-
-def _write_ring(ring: np.ndarray | list[bytes | None], start: int, items: np.ndarray | list[bytes]) -> None:
-    """Store ``items`` under indices from ``start`` on (at most ``len(ring)`` of them), wrapping around."""
-    size = len(ring)
-    at = start % size
-    head = min(len(items), size - at)
-    ring[at : at + head] = items[:head]
-    ring[: len(items) - head] = items[head:]
 
 
 class ColumnOutputStream(OutputStream):

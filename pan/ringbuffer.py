@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -83,12 +84,13 @@ class RingBuffer(Generic[T]):
 
     def extend(self, items: list[T]) -> None:
         """Append many items with consecutive indices; readers wake once."""
-        capacity, count = self.capacity, len(items)
-        kept = items if count <= capacity else items[-capacity:]  # the others would be overwritten at once
-        at = (self._next + count - len(kept)) % capacity
-        head = min(len(kept), capacity - at)  # slot assignments, not a loop: a forwarder stores ~100k rows/s
-        self._slots[at : at + head] = kept[:head]
-        self._slots[: len(kept) - head] = kept[head:]
+        count = len(items)
+        kept = items if count <= self.capacity else items[-self.capacity :]  # the others would be overwritten
+        write_wrapped(self._slots, self._next + count - len(kept), kept)
+        self._appended(count)
+
+    def _appended(self, count: int) -> None:
+        """``count`` items were stored after the newest: the newest index moves, the oldest may, readers wake."""
         self._next += count
         if self._next - self._first > self.capacity:
             self._first = self._next - self.capacity
@@ -96,12 +98,15 @@ class RingBuffer(Generic[T]):
 
     def resize(self, capacity: int) -> None:
         """Change the capacity, keeping every held item; ``capacity`` must fit them all."""
-        if capacity < max(1, len(self)):
-            raise ValueError(f"capacity {capacity} cannot hold the {len(self)} items held")
+        self._check_fits(capacity)
         slots: list[object] = [_HOLE] * capacity
         for index in range(self._first, self._next):
             slots[index % capacity] = self._slots[index % self.capacity]
         self._slots, self.capacity = slots, capacity
+
+    def _check_fits(self, capacity: int) -> None:
+        if capacity < max(1, len(self)):
+            raise ValueError(f"capacity {capacity} cannot hold the {len(self)} items held")
 
     def drop_before(self, index: int) -> None:
         """Forget the items older than ``index`` now, e.g. to stay within a byte budget.
@@ -289,6 +294,16 @@ class RingBuffer(Generic[T]):
         if self._waiter is None:
             self._waiter = asyncio.get_running_loop().create_future()
         return self._waiter
+
+
+def write_wrapped(ring: MutableSequence[Any], start: int, items: Sequence[Any]) -> None:
+    """Store ``items`` (at most ``len(ring)``) under indices from ``start`` on, slot ``index % len(ring)``: slice
+    assignments, not a loop (a forwarder stores ~100k rows/s); ``ring`` a list or a numpy array."""
+    size = len(ring)
+    at = start % size
+    head = min(len(items), size - at)
+    ring[at : at + head] = items[:head]
+    ring[: len(items) - head] = items[head:]
 
 
 def _resolve(waiter: asyncio.Future[None] | None) -> None:
