@@ -36,7 +36,7 @@ DEFAULT_HOT = 256
 
 
 class IntColumnRing(RingBuffer[bytes]):
-    """``RingBuffer[bytes]`` whose items are the JSON tuples of int64 rows of ``layout`` (index in ``i``)."""
+    """``RingBuffer[bytes]`` whose items are the JSON tuples of integer rows of ``layout`` (index in ``i``)."""
 
     def __init__(self, capacity: int, layout: IntCsvLayout, hot: int = DEFAULT_HOT) -> None:
         super().__init__(1)  # the base's slots are not used: rows live in ``_ts`` and ``_values``, bytes in ``_hot``
@@ -177,8 +177,9 @@ def _positions(start: int, end: int, capacity: int) -> np.ndarray:
 
 
 class ColumnOutputStream(OutputStream):
-    """An output stream whose tuples are int64 rows of ``layout`` (an ``IntColumnRing``): a forwarder's stream
-    of integer CSV rows. It takes rows with their encodings (``extend_rows``) and serves pages like any other."""
+    """An output stream whose tuples are integer rows of ``layout`` held as numbers (an ``IntColumnRing``): a
+    forwarder's stream of integer CSV rows. It takes rows with their encodings (``extend_rows``) and serves
+    pages like any other."""
 
     def __init__(
         self, name: str, layout: IntCsvLayout, capacity: int = DEFAULT_BUFFER_SIZE, progress: StreamProgress = EMPTY,

@@ -102,14 +102,11 @@ def _oldest(query: DataQuery) -> int | None:
     return DEFAULT_PAGE if query.latest is None and query.oldest is None else query.oldest
 
 
-def _arrow_page(stream: OutputStream, query: DataQuery) -> bytes | None:
-    """The Arrow page of ``query``: straight from a column buffer's rows where it can, else the JSON page
-    transposed (None: that page is not columnar, it goes as JSON)."""
-    if type(stream) is ColumnOutputStream and query.raw_generation is None:
-        encoded = stream.arrow_page(query.after, oldest=_oldest(query), latest=query.latest)
-        if encoded is not None:
-            return encoded
-    return _as_arrow(_render(stream, query, False))
+def _arrow_from_rows(stream: OutputStream, query: DataQuery) -> bytes | None:
+    """The Arrow page of ``query`` made straight from a column buffer's rows (None: not one, or not here)."""
+    if type(stream) is not ColumnOutputStream or query.raw_generation is not None:
+        return None
+    return stream.arrow_page(query.after, oldest=_oldest(query), latest=query.latest)
 
 
 class WorkerApi:
@@ -145,10 +142,13 @@ class WorkerApi:
         wanted = choose(request.headers.get("Accept"), DATA_TYPES)
         if self.arrow and wanted == arrow_pages.ARROW_TYPE:
             stream = await self._ready_stream(query)
-            encoded = _arrow_page(stream, query)
-            if encoded is not None:
-                return web.Response(body=encoded, content_type=arrow_pages.ARROW_TYPE, headers=VARY)
-            return raw_json_response(_render(stream, query, False), headers=VARY)
+            encoded = _arrow_from_rows(stream, query)
+            if encoded is None:  # the JSON page, transposed
+                body = _render(stream, query, False)
+                encoded = _as_arrow(body)
+                if encoded is None:  # not columnar: it goes as JSON
+                    return raw_json_response(body, headers=VARY)
+            return web.Response(body=encoded, content_type=arrow_pages.ARROW_TYPE, headers=VARY)
         lines = wanted == line_pages.LINES_TYPE
         body = await self.serve_data(query.name, query.after, query.oldest, query.latest, query.wait_ms,
                                      query.wake_on_meta, query.hold, query.raw_generation, lines)
