@@ -37,6 +37,8 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]' -e ./benchmarks
+	# matplotlib builds its font cache (running fc-list) the first time it is imported: here, not inside a test.
+	$(BIN)/python -c "import matplotlib.font_manager"
 	touch $(STAMP)
 
 # Byte code for every process the demo and the tests start, written once here: with PYTHONDONTWRITEBYTECODE set

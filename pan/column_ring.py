@@ -100,8 +100,13 @@ class IntColumnRing(RingBuffer[bytes]):
         write_wrapped(self._hot, self._next - len(hot[-self.hot :]), hot[-self.hot :])
 
     def _widen(self) -> None:
-        """Hold the other columns as int64 from now on (a value beyond 32 bits came): a copy of the ring."""
-        self._values = self._values.astype(np.int64)
+        """Hold the other columns as int64 from now on (a value beyond 32 bits came): a copy of the held rows
+        (only their pages of the wider array become resident)."""
+        wide = np.empty(self._values.shape, dtype=np.int64)
+        if len(self):
+            held = _positions(self._first, self._next, self.capacity)
+            wide[held] = self._values[held]
+        self._values = wide
 
     def drop_before(self, index: int) -> None:
         index = min(index, self._next - 1)
