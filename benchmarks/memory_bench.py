@@ -7,7 +7,7 @@ Usage::
 A forwarder in its own OS process (benchmarks/runtime_worker.py) with 100
 sensor streams of capacity 10,000 is filled through its ingest port in
 rounds, as `pan bench runtime` fills it, and its RSS sampled after each round.
-Its streams hold int64 rows (``column_buffers``, the default,
+Its streams hold their rows as numbers (``column_buffers``, the default,
 pan/column_ring.py) or one JSON encoding per tuple; the two alternate,
 ``--reps`` runs each. Reported per kind: the RSS growth per buffered tuple
 (median, min-max), the RSS when full, and the ratio of the medians.
