@@ -655,8 +655,8 @@ def render_section(summary: dict[str, Any]) -> str:
     lines += [
         "",
         f"Growth per buffered DEBS tuple: about {mem['bytes_per_buffered_tuple']:,} bytes of RSS ("
-        + ("13 int64 values per tuple, the forwarder's column buffers; `pan bench memory` compares them with JSON "
-           "tuples" if mem.get("column_buffers", True) else "a tuple is held as its JSON encoding")
+        + ("the forwarder's column buffers: 8 bytes for `ts` and 4 for each other value; `pan bench memory` compares "
+           "them with JSON tuples" if mem.get("column_buffers", True) else "a tuple is held as its JSON encoding")
         + f"; ~{t['page_bytes'] // PAGE} bytes of JSON per tuple on the wire). Ingest rate while filling: "
         f"{mem['ingest_fill_rows_per_s']:,} CSV rows/s."
         + ("" if mem["complete"] else " Filling stopped early to stay below half of the free memory."),
