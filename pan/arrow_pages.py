@@ -209,17 +209,12 @@ def decode_page(body: bytes) -> dict[str, Any]:
     """The page an Arrow body encodes, as the JSON page would decode; ``PageFormatError`` if it is not one."""
     import pyarrow as pa
 
+    table, page = _read_page(body)
+    names = table.schema.names
     try:
-        reader = pa.ipc.open_stream(body)
-        table = reader.read_all()
-        metadata = reader.schema.metadata or {}
-        page = orjson.loads(metadata[PAGE_KEY])
-        names = table.schema.names
         columns = [_values(field, column) for field, column in zip(table.schema, table.columns, strict=True)]
-    except (pa.ArrowException, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (pa.ArrowException, orjson.JSONDecodeError, TypeError, ValueError) as exc:
         raise PageFormatError(f"not a PAN Arrow page: {exc}") from None
-    if not isinstance(page, dict):
-        raise PageFormatError("the page metadata is not a JSON object")
     if any(column.null_count for column in table.columns):
         page["tuples"] = [
             {key: value for key, value in zip(names, row, strict=True) if value is not _MISSING}
@@ -237,14 +232,7 @@ def decode_columns(body: bytes) -> dict[str, Any]:
     rising integers."""
     import pyarrow as pa
 
-    try:
-        reader = pa.ipc.open_stream(body)
-        table = reader.read_all()
-        page = orjson.loads((reader.schema.metadata or {})[PAGE_KEY])
-    except (pa.ArrowException, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise PageFormatError(f"not a PAN Arrow page: {exc}") from None
-    if not isinstance(page, dict):
-        raise PageFormatError("the page metadata is not a JSON object")
+    table, page = _read_page(body)
     if table.num_rows == 0:
         page["tuples"], page["indices"] = [], []
         return page
@@ -256,6 +244,21 @@ def decode_columns(body: bytes) -> dict[str, Any]:
         raise PageFormatError("the tuples' indices do not rise")
     page["tuples"], page["indices"] = batch, indices.tolist()
     return page
+
+
+def _read_page(body: bytes) -> tuple[Any, dict[str, Any]]:
+    """An Arrow body's table and the page fields of its schema metadata; ``PageFormatError`` if it is no page."""
+    import pyarrow as pa
+
+    try:
+        reader = pa.ipc.open_stream(body)
+        table = reader.read_all()
+        page = orjson.loads((reader.schema.metadata or {})[PAGE_KEY])
+    except (pa.ArrowException, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise PageFormatError(f"not a PAN Arrow page: {exc}") from None
+    if not isinstance(page, dict):
+        raise PageFormatError("the page metadata is not a JSON object")
+    return table, page
 
 
 def is_batch(value: object) -> bool:

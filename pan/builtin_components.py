@@ -10,9 +10,9 @@ from pan.catalog import register
 from pan.channel import InputChannel
 from pan.column_ring import ColumnOutputStream
 from pan.component import Component
-from pan.decoders import encode_batches
+from pan.decoders import encode_batches, get_decoder_type
 from pan.ingest import INGEST_PARAMS, IngestServer, Row, parse_ingest_params
-from pan.int_csv import int_rows
+from pan.int_csv import int_rows, newest_rows
 from pan.progress import StreamProgress
 from pan.specs import WorkerSpec, ingest_port, inter_pan_inputs
 from pan.streams import OutputStream
@@ -60,7 +60,8 @@ class Forwarder(Component):
     def make_output(cls, spec: WorkerSpec, name: str, progress: StreamProgress) -> OutputStream:
         """A stream its decoder reads as integer CSV holds its rows as numbers (``column_buffers``, default true):
         about 0.4x the memory of its JSON tuples (pan/column_ring.py)."""
-        decoder = parse_ingest_params(spec.params, inter_pan_inputs(spec))[0].decoder
+        name_of_decoder = spec.params.get("decoder")  # (a bad one: check_params reported it)
+        decoder = get_decoder_type(name_of_decoder) if isinstance(name_of_decoder, str) else None
         layout = None if decoder is None or not decoder.claims(name) else decoder.int_csv
         if layout is None or spec.params.get("column_buffers", True) is not True:
             return super().make_output(spec, name, progress)
@@ -98,8 +99,15 @@ class Forwarder(Component):
 
     def _deliver(self, batches: dict[str, Sequence[Row]]) -> None:
         outputs = self.ctx.outputs
+        # A column buffer keeps the JSON of its newest tuples only: the older rows of a batch are not rendered.
+        to_encode = dict(batches)
         starts = {stream: outputs[stream].next_index for stream in batches}
-        for stream, encoded in encode_batches(batches, starts, self.ingest.row_format).items():
+        for stream, rows in batches.items():
+            output = outputs[stream]
+            if type(output) is ColumnOutputStream and len(rows) > output.hot_rows:
+                to_encode[stream] = newest_rows(rows, output.hot_rows)
+                starts[stream] += len(rows) - output.hot_rows
+        for stream, encoded in encode_batches(to_encode, starts, self.ingest.row_format).items():
             output = outputs[stream]
             if output.progress.ended:
                 output.reopen()  # the stream goes on after its end after all

@@ -67,11 +67,12 @@ class IntColumnRing(RingBuffer[bytes]):
         raise TypeError("an IntColumnRing takes rows with their encodings (extend_rows), not bytes alone")
 
     def extend_rows(self, rows: np.ndarray, encoded: list[bytes]) -> None:
-        """Append ``rows`` (one int64 row of ``layout`` each) with consecutive indices; ``encoded``: their
-        stored tuples (the layout's JSON of each row with its index), kept for the newest ``hot``."""
+        """Append ``rows`` (one int64 row of ``layout`` each) with consecutive indices; ``encoded``: the stored
+        tuples (the layout's JSON of each row with its index) of the newest rows, at least ``hot`` of them (or
+        all), kept for the newest ``hot``: the caller need not render what would be dropped at once."""
         count = len(rows)
-        if rows.shape != (count, self.width) or len(encoded) != count:
-            raise ValueError(f"expected {count} rows of {self.width} values and as many encodings")
+        if rows.shape != (count, self.width) or not min(count, self.hot) <= len(encoded) <= count:
+            raise ValueError(f"expected {count} rows of {self.width} values and the encodings of the newest")
         if count == 0:
             return
         start = self._next
@@ -82,7 +83,7 @@ class IntColumnRing(RingBuffer[bytes]):
         write_wrapped(self._ts, start + count - kept, rows[count - kept :, self.layout.ts_column])
         write_wrapped(self._values, start + count - kept, others)
         hot = min(count, self.hot)
-        write_wrapped(self._hot, start + count - hot, encoded[count - hot :])
+        write_wrapped(self._hot, start + count - hot, encoded[len(encoded) - hot :])
         self._appended(count)
 
     def resize(self, capacity: int) -> None:
@@ -195,13 +196,19 @@ class ColumnOutputStream(OutputStream):
         self.base_capacity = capacity
 
     def extend_rows(self, rows: np.ndarray, encoded: list[bytes]) -> None:
-        """Append ``rows`` with indices from ``next_index`` on; ``encoded``: each row's stored tuple (with its
-        index), as ``extend_encoded`` takes them. The byte budget counts each row's memory (``row_bytes``)."""
+        """Append ``rows`` with indices from ``next_index`` on; ``encoded``: the stored tuples (with their indices,
+        as ``extend_encoded`` takes them) of at least the newest ``hot_rows`` of them. The byte budget counts each
+        row's memory (``row_bytes``)."""
         if self._holders:
             self._make_room(len(rows))
         self.buffer.extend_rows(rows, encoded)
         self.appended += len(rows)
         self._account([self.buffer.row_bytes] * len(rows))
+
+    @property
+    def hot_rows(self) -> int:
+        """How many of the newest tuples keep their JSON: ``extend_rows`` needs no encodings of older ones."""
+        return self.buffer.hot
 
     def arrow_page(self, after: int, *, oldest: int | None, latest: int | None) -> bytes | None:
         """The page ``render`` answers for the same read, as an Arrow IPC stream made from the rows (no JSON in
@@ -215,14 +222,9 @@ class ColumnOutputStream(OutputStream):
         if self.settled is not None or self.retractions:
             return None
         buffer = self.buffer
-        held_from, end = buffer.next_index - len(buffer), buffer.next_index
-        start = max(after + 1, held_from)
-        missed = max(0, min(held_from, end) - (after + 1))
-        if latest is not None:
-            start = max(start, end - latest)
-        else:
-            end = min(end, start + (oldest if oldest is not None else end), start + self.arrow_page_rows)
-        start = min(start, end)
+        if latest is None:
+            oldest = self.arrow_page_rows if oldest is None else min(oldest, self.arrow_page_rows)
+        start, end, missed = buffer.span(after, oldest=oldest, latest=latest)  # (the ring has no holes)
         self.requests += 1
         self.served_tuples += end - start
         header = b'{"status":"ok","stream":%b,"first":%d,"last":%d,"missed":%d,"meta":%b}' % (

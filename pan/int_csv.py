@@ -221,6 +221,15 @@ class RowBlock(Sequence[list[int]]):
         return render(self.block, self.layout, self.picks, index)
 
 
+def newest_rows(rows: Sequence[list[int]], count: int) -> Sequence[list[int]]:
+    """The newest ``count`` of ``rows`` (a parsed block's stay one, to be rendered in one pass)."""
+    if len(rows) <= count:
+        return rows
+    if type(rows) is RowBlock:
+        return RowBlock(rows.block, rows.picks[len(rows) - count :], rows.layout)
+    return rows[len(rows) - count :]
+
+
 def int_rows(rows: Sequence[list[int]], width: int) -> np.ndarray:
     """Rows of ``width`` int64 values (a decoder's checked rows, or a parsed block's) as one int64 array."""
     if type(rows) is RowBlock:

@@ -193,16 +193,11 @@ class RingBuffer(Generic[T]):
         moved past every gap (a page made only of holes would leave it asking
         the same question forever).
         """
-        start = max(after + 1, self._first)
-        end = self._next  # exclusive
-        missed = max(0, min(self._first, end) - (after + 1))
+        start, end, missed = self.span(after)
         if start >= end:
             return ReadResult([], [], self.first, self.last, missed)
         if not self._hole_ends or start > self._hole_ends[-1]:  # no holes: two slices instead of a loop
-            if latest is not None and end - start > latest:
-                start = end - latest
-            elif oldest is not None and end - start > oldest:
-                end = start + oldest
+            start, end = _limited(start, end, oldest, latest)
             return ReadResult(self._slice(start, end), list(range(start, end)), self.first, self.last, missed)
         if latest is not None:
             ranges, holes = self._held_backward(start, end, latest)
@@ -214,6 +209,14 @@ class RingBuffer(Generic[T]):
             items += self._slice(lo, hi)
             indices += range(lo, hi)
         return ReadResult(items, indices, self.first, self.last, missed + holes)
+
+    def span(self, after: int, *, oldest: int | None = None, latest: int | None = None) -> tuple[int, int, int]:
+        """Indices [start, end) a read after ``after`` covers (the ``oldest`` or ``latest`` N of them, holes
+        not skipped), and how many after ``after`` are no longer held (``missed``)."""
+        start = max(after + 1, self._first)
+        end = self._next  # exclusive
+        missed = max(0, min(self._first, end) - (after + 1))
+        return *_limited(min(start, end), end, oldest, latest), missed
 
     def _held_forward(self, start: int, end: int, limit: int | None) -> tuple[list[tuple[int, int]], int]:
         """Ranges [lo, hi) of held items from ``start`` on, up to ``limit`` items, and the holes passed."""
@@ -294,6 +297,15 @@ class RingBuffer(Generic[T]):
         if self._waiter is None:
             self._waiter = asyncio.get_running_loop().create_future()
         return self._waiter
+
+
+def _limited(start: int, end: int, oldest: int | None, latest: int | None) -> tuple[int, int]:
+    """[start, end) cut to its ``latest`` N, else its ``oldest`` N (a read without holes)."""
+    if latest is not None and end - start > latest:
+        return end - latest, end
+    if oldest is not None and end - start > oldest:
+        return start, start + oldest
+    return start, end
 
 
 def write_wrapped(ring: MutableSequence[Any], start: int, items: Sequence[Any]) -> None:

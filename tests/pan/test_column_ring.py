@@ -18,7 +18,7 @@ from pan.builtin_components import Forwarder
 from pan.client import StreamSubscriber
 from pan.column_ring import ColumnOutputStream, IntColumnRing
 from pan.ingest import send_lines
-from pan.int_csv import render_values
+from pan.int_csv import RowBlock, parse_block, render_values
 from pan.progress import EMPTY
 from pan.repository import RepositoryServer
 from pan.ringbuffer import RingBuffer
@@ -306,3 +306,24 @@ async def test_the_readme_example_of_a_column_reader_runs_as_written(
             await namespace["example"]()
     ((last, mean),) = printed
     assert last.as_py() == 299 and mean.as_py() == pytest.approx(float(rows[:, 5].mean()))
+
+
+async def test_a_large_batch_is_stored_whole_though_only_its_newest_rows_are_rendered(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """A forwarder renders the JSON of a column buffer's newest tuples only; every tuple reads the same, as a
+    parsed block or as rows from the per-line path, and the kept JSON is that of the right indices."""
+    spec = forwarder("F", ["SENSOR4"], buffer_size=5000)
+    (worker,) = await workers.start(make_workflow(repository.port, [spec]))
+    stream = worker.outputs["SENSOR4"]
+    assert type(stream) is ColumnOutputStream and stream.hot_rows < 1000
+    rows = random_rows(random.Random(12), 1000, wide=0.0)
+    rows[:, 0], rows[:, CSV_LAYOUT.ts_column] = 4, 10**15 + np.arange(1000)  # as the decoder takes them
+    block = parse_block(b"".join(b",".join(b"%d" % v for v in row) + b"\n" for row in rows.tolist()), CSV_LAYOUT,
+                        MAX_ROW)
+    assert len(block.taken) == 1000
+    worker.component._deliver({"SENSOR4": RowBlock(block, np.arange(1000), CSV_LAYOUT)})
+    worker.component._deliver({"SENSOR4": rows.tolist()})
+    expected = encodings(0, np.concatenate([rows, rows]))
+    assert stream.buffer.read(-1, oldest=5000).items == expected
+    assert stream.buffer.hot_items(0, 2000) == expected[-stream.hot_rows :]
