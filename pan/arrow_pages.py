@@ -210,19 +210,23 @@ def decode_page(body: bytes) -> dict[str, Any]:
     import pyarrow as pa
 
     table, page = _read_page(body)
-    names = table.schema.names
     try:
-        columns = [_values(field, column) for field, column in zip(table.schema, table.columns, strict=True)]
+        page["tuples"] = batch_tuples(table)
     except (pa.ArrowException, orjson.JSONDecodeError, TypeError, ValueError) as exc:
         raise PageFormatError(f"not a PAN Arrow page: {exc}") from None
+    return page
+
+
+def batch_tuples(table: Any) -> list[dict[str, Any]]:
+    """The tuples of a page's table (or record batch) as dicts, as the JSON page decodes them."""
+    names = table.schema.names
+    columns = [_values(field, column) for field, column in zip(table.schema, table.columns, strict=True)]
     if any(column.null_count for column in table.columns):
-        page["tuples"] = [
+        return [
             {key: value for key, value in zip(names, row, strict=True) if value is not _MISSING}
             for row in zip(*columns, strict=True)
         ]
-    else:
-        page["tuples"] = list(map(dict, map(zip, repeat(names), zip(*columns, strict=True))))
-    return page
+    return list(map(dict, map(zip, repeat(names), zip(*columns, strict=True))))
 
 
 def decode_columns(body: bytes) -> dict[str, Any]:
@@ -287,7 +291,7 @@ def _values(field: Any, column: Any) -> list[Any]:
     if field.type.id in _numpy_type_ids():
         return column.to_numpy().tolist()  # several times faster than to_pylist, the same Python ints and floats
     if _is_number_list(field.type):
-        lists = column.combine_chunks()
+        lists = column.combine_chunks() if hasattr(column, "combine_chunks") else column  # a table's or a batch's
         flat = lists.values.to_numpy().tolist()
         return [flat[start:end] for start, end in pairwise(lists.offsets.to_numpy().tolist())]
     return column.to_pylist()

@@ -29,6 +29,7 @@ from pan.subscription import progress_retract
 
 if TYPE_CHECKING:
     from pan.client import StreamSubscriber
+    from pan.row_store import RowStore
     from pan.subscription import SubscriptionState
 
 Tuple = dict[str, Any]
@@ -73,6 +74,9 @@ class InputChannel:
         self.subscription: SubscriptionState | None = None  # where that pull stands: position, epoch, source
         self.retractions = 0  # raw view: retract notices that withdrew tuples this channel held
         self.retract_generation = 0  # the producer's generation of the latest of them
+        #: Set by a component that computes on columns: the pull then asks for Arrow pages and keeps their rows
+        #: in this store, and the buffer holds their row ids (pan/row_store.py).
+        self.row_store: RowStore | None = None
         self._received = 0
         self._resets = 0
         self._waits_for_reader = 0
@@ -92,7 +96,9 @@ class InputChannel:
             self.set_progress(fetch.progress)
             if fetch.reset:
                 self.reset()
-            if fetch.tuples:
+            if fetch.indices is not None and self.row_store is not None:  # a column page (any other has dicts)
+                self.add(self.row_store.add(fetch.tuples), fetch.indices)
+            elif fetch.tuples:
                 self.add(fetch.tuples)
 
     @property
@@ -145,12 +151,16 @@ class InputChannel:
             self.buffer.poke()  # a repeater waiting on this buffer passes the news on
             self._notify()
 
-    def add(self, tuples: list[Tuple]) -> None:
-        if tuples and tuples[0]["i"] == self.buffer.next_index == tuples[-1]["i"] - len(tuples) + 1:
+    def add(self, tuples: list[Any], indices: list[int] | None = None) -> None:
+        """Tuples in index order; ``indices`` gives their indices when they do not carry them as ``i``
+        (the row ids of a column page, ``row_store``)."""
+        if indices is None:
+            indices = [item["i"] for item in tuples] if tuples else []
+        if tuples and indices[0] == self.buffer.next_index == indices[-1] - len(tuples) + 1:
             self.buffer.extend(tuples)  # the usual page: right after the last one, no holes (indices rise)
         else:
-            for item in tuples:
-                self.buffer.append(item, item["i"])
+            for item, index in zip(tuples, indices, strict=True):
+                self.buffer.append(item, index)
         self._received += len(tuples)
         self._notify()
 
@@ -168,6 +178,10 @@ class InputChannel:
 
     def reset(self) -> None:
         """The producer restarted: the buffer starts over, and so does every cursor."""
+        if self.row_store is not None:  # rows nobody will read now
+            consumed, first = self.consumed, self.buffer.first
+            after = first - 1 if consumed is None else max(consumed, first - 1)
+            self.row_store.forget(self.buffer.read(after, oldest=self.buffer.capacity).items)
         self.buffer.reset(0)
         self.generation += 1
         self._resets += 1

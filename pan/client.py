@@ -31,10 +31,11 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 
+from pan import arrow_pages
 from pan.fetcher import PageFetcher, SubscriberError, Wire
 from pan.local import LocalPublishers
 from pan.page_batches import PageBatcher
@@ -93,7 +94,7 @@ class StreamSubscriber:
         view: str = "settled",
         batcher: PageBatcher | None = None,
         encoded: bool = False,
-        columns: bool = False,
+        columns: bool | Literal["prefer"] = False,
     ) -> None:
         if view not in ("settled", "raw"):
             raise ValueError(f"view must be 'settled' or 'raw', got {view!r}")
@@ -127,8 +128,9 @@ class StreamSubscriber:
         #: ``encoded``: tuples (and markers) come as the publisher's JSON bytes, never decoded, through line pages
         #: (pan/line_pages.py), for readers that store or forward them; the batcher must be one of ``lines``.
         #: ``columns``: each batch is one pyarrow ``RecordBatch`` (Arrow pages, no dict per tuple), for readers
-        #: that compute on columns; a publisher that answers JSON has its page turned into one.
-        self.columns = columns
+        #: that compute on columns; a publisher that answers JSON has its page turned into one. ``"prefer"``: such
+        #: a page stays a list of dicts instead (for readers that take both, such as a component's inputs).
+        self.columns = bool(columns)
         self.fetcher = PageFetcher(
             stream, page_size=page_size, max_wait_ms=max_wait_ms, request_timeout_s=request_timeout_s,
             local=local, wake_on_meta=wake_on_meta, hold=hold, wire=wire, token=token, tls=tls, batcher=batcher,
@@ -222,7 +224,7 @@ class StreamSubscriber:
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         async for batch in self.batches():
-            for item in batch.to_pylist() if self.columns else batch:
+            for item in batch if isinstance(batch, list) else arrow_pages.batch_tuples(batch):
                 yield item
 
     # --- one fetch ----------------------------------------------------------------

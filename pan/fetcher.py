@@ -70,14 +70,15 @@ class PageFetcher:
         tls: ssl.SSLContext | None = None,
         batcher: PageBatcher | None = None,
         encoded: bool = False,
-        columns: bool = False,
+        columns: bool | Literal["prefer"] = False,
     ) -> None:
         """``wire``: the page format asked for over HTTP (default: ``default_wire()``); ``token``: the read token
         of a workflow with a secret (pan.auth); ``tls``: HTTPS, trusting this context's CA (pan.tls);
         ``batcher``: JSON pages over HTTP go with other streams' in one ``POST /pages`` (pan/page_batches.py);
         ``encoded``: a page's ``tuples`` are the publisher's bytes, with their ``indices`` beside them (line
         pages whatever ``wire`` says; the batcher must ask for line pages too); ``columns``: a page's ``tuples``
-        are one pyarrow record batch, with their ``indices`` beside them (Arrow pages; no batcher)."""
+        are one pyarrow record batch, with their ``indices`` beside them (Arrow pages; no batcher); ``"prefer"``:
+        the same, but a page the publisher answers in JSON keeps its tuples as dicts (not transposed)."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -91,7 +92,8 @@ class PageFetcher:
         if columns and encoded:
             raise ValueError("a fetcher hands on tuples as bytes (encoded) or as columns, not both")
         self.encoded = encoded
-        self.columns = columns
+        self.columns = bool(columns)
+        self.tuples_from_json = columns == "prefer"
         if batcher is not None and batcher.lines != encoded:
             raise ValueError("a fetcher of encoded tuples needs a batcher of line pages, and only it")
         self._headers = {"Accept": line_pages.ACCEPT if encoded else ACCEPT[self.wire], **bearer(token)}
@@ -119,7 +121,10 @@ class PageFetcher:
         """
         serve = self.local.lookup(source.host, source.port) if self.local is not None else None
         if serve is not None:
-            return self._checked(await self._get_local(serve, source, after, raw_generation, wait), self.encoded)
+            body = await self._get_local(serve, source, after, raw_generation, wait)
+            if self.columns and not body.startswith(b"{"):
+                return self._checked(_arrow_page(body, True), False)
+            return self._checked(body, self.encoded)
         if after is None:
             params = {"s": self.stream, "l": "1"}
         else:
@@ -164,6 +169,8 @@ class PageFetcher:
         if self.encoded and "indices" not in page:  # a publisher that answered JSON (or Arrow)
             return line_pages.from_json_page(page)
         if self.columns and "indices" not in page and isinstance(page.get("tuples"), list):  # it answered JSON
+            if self.tuples_from_json:
+                return page
             try:
                 return arrow_pages.columns_of(page)
             except arrow_pages.PageFormatError as exc:
@@ -181,7 +188,7 @@ class PageFetcher:
         try:
             return await serve(
                 self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation,
-                self.encoded,
+                "lines" if self.encoded else "arrow" if self.columns else "json",
             )
         except NotFound as exc:
             raise ValueError(f"{source.endpoint}: {exc.message}") from None

@@ -16,10 +16,13 @@ back to HTTP, fail and look for another publisher as usual.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Literal
 
-#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, lines)`` -> the `/data`
-#: answer body (``lines``: a line page, pan/line_pages.py).
-DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None, int | None, bool],
+#: How a page is written: a JSON page, a line page (pan/line_pages.py) or an Arrow page (pan/arrow_pages.py).
+PageForm = Literal["json", "lines", "arrow"]
+#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, form)`` -> the `/data`
+#: answer body (``form="arrow"``: JSON where the page is not columnar).
+DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None, int | None, PageForm],
                         Awaitable[bytes]]
 
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from pan import arrow_pages
 from pan.catalog import register
 from pan.channel import Cursor
 from pan.component import Component, ComponentContext
@@ -37,6 +38,7 @@ from pan.ordering import (
     load_profile,
     validate_ordering_params,
 )
+from pan.row_store import RowStore
 from pan.snapshots import ComponentSnapshots
 from pan.specs import WorkerSpec
 from pan.speculation import AUTO, SpeculationSettings, SpeculativeUnit, validate_ordering_object
@@ -147,6 +149,13 @@ class OrderedComponent(Component):
             setattr(self, name, value)
 
     @classmethod
+    def column_fields(cls, spec: WorkerSpec) -> tuple[str, ...] | None:
+        """The int fields (``ts`` among them) the component computes on, if it takes its inputs as columns:
+        the worker then pulls Arrow pages and ``process`` gets row ids among the tuples (pan/row_store.py).
+        None (the default): every input tuple is a dict."""
+        return None
+
+    @classmethod
     def check_policy(cls, spec: WorkerSpec) -> list[str]:
         policy = spec.params.get("policy", POLICIES[0])
         return [] if policy in POLICIES else [f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}"]
@@ -175,6 +184,14 @@ class OrderedComponent(Component):
                 self._cpu_share = BusyShare(READERS[speculation.cpu]())
         else:
             self.unit = OrderingUnit(settings, streams)
+        #: Rows of the inputs' column pages, where the component takes columns (not behind a speculative unit,
+        #: which snapshots tuples, nor with an arrival log of tuples; Arrow must be on in this process).
+        self.row_store: RowStore | None = None
+        fields = self.column_fields(ctx.spec)
+        if fields and self.snapshots is None and "arrival_log" not in self.params and arrow_pages.enabled():
+            self.row_store = RowStore(fields)
+            for channel in ctx.inputs.values():
+                channel.row_store = self.row_store
         self._wake = asyncio.Event()
         self._dirty: dict[str, None] = dict.fromkeys(ctx.inputs)  # inputs to look at (a set in input order)
         self._cursors: dict[str, Cursor] = {}  # where this component has read each input up to
@@ -288,6 +305,9 @@ class OrderedComponent(Component):
 
     def feed(self, stream: str, events: list[Tuple]) -> None:
         """Push one input's new events through the unit (also usable offline, in tests)."""
+        if self.row_store is not None and int in (kinds := set(map(type, events))):
+            self._feed_rows(stream, events, all_rows=kinds == {int})
+            return
         try:
             released = self.unit.push(stream, events)
         except ValueError:  # a tuple without an integer ts: count it, keep the rest
@@ -297,6 +317,26 @@ class OrderedComponent(Component):
             released = self.unit.push(stream, valid)
         self._handle(released)
 
+    def _feed_rows(self, stream: str, events: list[Any], all_rows: bool) -> None:
+        """``feed`` of row ids (and of the dicts of pages that were not columns, unless ``all_rows``), whose
+        ``ts`` the row store knows."""
+        assert self.row_store is not None
+        if all_rows:  # the usual batch: all rows of column pages
+            self._handle(self.unit.push_timed(stream, self.row_store.ts(events), events))
+            return
+        tss = [self._item_ts(item) for item in events]
+        timed = [k for k, ts in enumerate(tss) if type(ts) is int]
+        if len(timed) < len(events):
+            self.untimed_tuples += len(events) - len(timed)
+            self.ctx.log.warning("%s: %d tuples without an integer ts dropped", stream, len(events) - len(timed))
+        self._handle(self.unit.push_timed(stream, [tss[k] for k in timed], [events[k] for k in timed]))
+
+    def _item_ts(self, item: Any) -> Any:
+        """An input item's ``ts``: a row id's from the row store, a tuple's own (anything, even missing)."""
+        if type(item) is int and self.row_store is not None:
+            return self.row_store.ts([item])[0]
+        return item.get("ts") if type(item) is dict else None
+
     def finish(self) -> None:
         """End of input (offline runs): every input ends, as its producer's end promise would say,
         so everything still buffered is released in order and the outputs end the same way as live."""
@@ -304,15 +344,29 @@ class OrderedComponent(Component):
             self._handle(self.unit.promise(name, END_OF_STREAM))
 
     def _handle(self, released: Released) -> None:
+        late = released.late
+        if late and self.row_store is not None:  # row ids become tuples (before ``process`` takes those it gets)
+            late = self._late_tuples(late)
         if released.events and self.snapshots is None:  # a speculative unit has handed them on already
             self.process(released.events)
-        if released.late and self.late_output is not None:
-            self.late_output.extend(released.late)
-        if released.late:
-            self._report_late(released.late)
+        if late and self.late_output is not None:
+            self.late_output.extend(late)
+        if late:
+            self._report_late(late)
         if self.snapshots is not None:
             self.snapshots.settle(self.unit.oldest_snapshot)  # type: ignore[union-attr]
         self._publish_meta()
+
+    def _late_tuples(self, late: list[Any]) -> list[Tuple]:
+        """Late items as tuples; rows that ``process`` does not get as well (``late_policy: side``) are let go."""
+        assert self.row_store is not None
+        ids = [item for item in late if type(item) is int]
+        if not ids:
+            return late
+        tuples = iter(self.row_store.tuples(ids))
+        if self.late_output is not None:  # side: the late rows go to the late stream only
+            self.row_store.forget(ids)
+        return [next(tuples) if type(item) is int else item for item in late]
 
     def _publish_meta(self, force: bool = False) -> None:
         """K, clk and the watermark into every output's meta (at most every META_INTERVAL_S unless K grew)."""
@@ -410,7 +464,7 @@ class OrderedComponent(Component):
         self.loss_reports += 1
 
     def _note_read(self, stream: str, item: Tuple) -> None:
-        ts = item.get("ts")
+        ts = self._item_ts(item)
         if type(ts) is int:
             self._input_ts[stream] = ts
 
@@ -419,7 +473,7 @@ class OrderedComponent(Component):
         expected = after + 1
         for index, item in zip(indices, items, strict=True):
             if index > expected:
-                ts = item.get("ts")
+                ts = self._item_ts(item)
                 self.input_lost(stream, index - expected, self._input_ts.get(stream), ts if type(ts) is int else None)
             expected = index + 1
             self._note_read(stream, item)
@@ -439,6 +493,7 @@ class OrderedComponent(Component):
             "input_missed": self.input_missed,
             "policy": self.policy,
             "loss_reports": self.loss_reports,
+            **({} if self.row_store is None else {"column_inputs": self.row_store.counters()}),
         }
 
 

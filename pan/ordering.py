@@ -444,16 +444,26 @@ class OrderingUnit:
 
         Releases happen only when the batch moved clk, i.e. for clock streams.
         """
+        try:
+            tss = [ev["ts"] for ev in events]
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"{stream}: every event needs an integer 'ts' ({exc!r})") from None
+        return self.push_timed(stream, tss, events)
+
+    def push_timed(self, stream: str, tss: list[int], events: Sequence[Any]) -> Released:
+        """``push`` of events whose ``ts`` the caller gives (``tss[k]`` is ``events[k]``'s): the unit then
+        never looks into an event, which may be anything (a row id of ``pan.row_store``, say)."""
         pos = self._pos.get(stream)
         if pos is None:
             raise ValueError(f"unknown input stream {stream!r}; inputs are {list(self.streams)}")
         m = len(events)
         if not m:
             return Released()
+        if len(tss) != m:
+            raise ValueError(f"{stream}: {len(tss)} ts for {m} events")
         try:
-            tss = [ev["ts"] for ev in events]
             lo, hi = min(tss), max(tss)
-        except (KeyError, TypeError, IndexError) as exc:
+        except TypeError as exc:
             raise ValueError(f"{stream}: every event needs an integer 'ts' ({exc!r})") from None
         if not (_is_int(lo) and _is_int(hi)):
             raise ValueError(f"{stream}: 'ts' must be integer picoseconds, got {lo!r}..{hi!r}")

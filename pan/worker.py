@@ -208,6 +208,8 @@ class Worker:
             view="raw" if self.component.reads_raw(self.spec) else "settled",
             request_timeout_s=PULL_TIMEOUT_S,
             batcher=self._batcher,
+            # A component that computes on columns reads Arrow pages (its rows go to its row store).
+            columns="prefer" if self.inputs[name].row_store is not None else False,
         )
 
 

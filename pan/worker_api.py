@@ -21,6 +21,7 @@ from pan.accept import choose
 from pan.auth import Gate
 from pan.column_ring import ColumnOutputStream
 from pan.data_query import DEFAULT_PAGE, DataQuery, data_query, error_page, page_query, pages_body
+from pan.local import PageForm
 from pan.metrics import CONTENT_TYPE as METRICS_TYPE
 from pan.metrics import MetricsText
 from pan.web import (
@@ -140,20 +141,14 @@ class WorkerApi:
     async def handle_data(self, request: web.Request) -> web.Response:
         query = data_query(request.query)
         wanted = choose(request.headers.get("Accept"), DATA_TYPES)
-        if self.arrow and wanted == arrow_pages.ARROW_TYPE:
-            stream = await self._ready_stream(query)
-            encoded = _arrow_from_rows(stream, query)
-            if encoded is None:  # the JSON page, transposed
-                body = _render(stream, query, False)
-                encoded = _as_arrow(body)
-                if encoded is None:  # not columnar: it goes as JSON
-                    return raw_json_response(body, headers=VARY)
-            return web.Response(body=encoded, content_type=arrow_pages.ARROW_TYPE, headers=VARY)
-        lines = wanted == line_pages.LINES_TYPE
+        form: PageForm = "lines" if wanted == line_pages.LINES_TYPE else "arrow" if wanted == arrow_pages.ARROW_TYPE \
+            else "json"
         body = await self.serve_data(query.name, query.after, query.oldest, query.latest, query.wait_ms,
-                                     query.wake_on_meta, query.hold, query.raw_generation, lines)
-        if lines:
+                                     query.wake_on_meta, query.hold, query.raw_generation, form)
+        if form == "lines":
             return web.Response(body=body, content_type=line_pages.LINES_TYPE, headers=VARY)
+        if form == "arrow" and not body.startswith(b"{"):
+            return web.Response(body=body, content_type=arrow_pages.ARROW_TYPE, headers=VARY)
         return raw_json_response(body, headers=VARY)
 
     async def handle_pages(self, request: web.Request) -> web.Response:
@@ -197,16 +192,25 @@ class WorkerApi:
 
     async def serve_data(
         self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
-        hold: str | None = None, raw_generation: int | None = None, lines: bool = False,
+        hold: str | None = None, raw_generation: int | None = None, form: PageForm = "json",
     ) -> bytes:
         """The `/data` answer body for validated parameters (HTTP and in-process subscribers).
 
         ``hold``: the reader's name, if it must lose nothing (``OutputStream.hold``). ``raw_generation``:
         the raw view of a speculative output (with the retract generation the reader has seen); None: settled.
-        ``lines``: answer a line page (pan/line_pages.py).
+        ``form``: ``json``, ``lines`` (a line page, pan/line_pages.py) or ``arrow`` (an Arrow page,
+        pan/arrow_pages.py, where this worker serves Arrow and the page is columnar; else the JSON page, which
+        begins with ``{`` as no Arrow stream does).
         """
         query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation)
-        return _render(await self._ready_stream(query), query, lines)
+        stream = await self._ready_stream(query)
+        if form == "arrow" and self.arrow:
+            encoded = _arrow_from_rows(stream, query)
+            if encoded is not None:
+                return encoded
+            body = _render(stream, query, False)  # the JSON page, transposed
+            return _as_arrow(body) or body  # (not columnar: it goes as JSON)
+        return _render(stream, query, form == "lines")
 
     async def _ready_stream(self, query: DataQuery) -> OutputStream:
         """The queried output once it has something to answer (a long poll waits here, ``wait_ms`` at most)."""

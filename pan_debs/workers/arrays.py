@@ -12,11 +12,14 @@ running analysis, which do much more per row, default to arrays.
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import chain
-from typing import Any
+from itertools import chain, groupby
+from operator import itemgetter
+from typing import Any, ClassVar
 
 import numpy as np
 
+from pan import arrow_pages
+from pan.row_store import RowStore
 from pan.specs import WorkerSpec
 
 PARAM = "arrays"
@@ -50,13 +53,54 @@ class ArrayPath:
 
     A batch whose ``ROW`` fields are all plain ints goes to ``_process_table`` as int64 columns, any
     other batch event by event (``_process_events``), which counts and reports the odd rows.
+
+    A component with ``COLUMN_INPUTS`` takes its inputs as columns on the array path
+    (``OrderedComponent.column_fields``): its batches then hold row ids of its row store among the
+    tuples, and the ids' rows come out of the store as one table, never as dicts.
     """
 
-    ROW: Callable[[dict[str, Any]], tuple[Any, ...]]  # the fields the array path takes (an ``itemgetter``)
+    ROW_FIELDS: ClassVar[tuple[str, ...]]  # the fields the array path takes, in its table's column order
+    #: Its inputs are integer rows (a forwarder's column buffers): on the array path it reads them as columns.
+    COLUMN_INPUTS: ClassVar[bool] = False
     arrays: bool  # the ``arrays`` param
     rows_on_arrays: int
+    row_store: RowStore | None  # (OrderedComponent's)
 
-    def process(self, events: list[dict[str, Any]]) -> None:
+    @classmethod
+    def default_arrays(cls) -> bool:
+        """The ``arrays`` default: where inputs come as columns (pyarrow there and ``PAN_WIRE`` not ``json``),
+        the array path; otherwise what ``pan bench floor`` measured faster on dicts (``ARRAYS_ON_DICTS``)."""
+        return (cls.COLUMN_INPUTS and arrow_pages.enabled()) or cls.ARRAYS_ON_DICTS
+
+    #: The array path is faster than the per-event one on dicts too (the ``arrays`` default without columns).
+    ARRAYS_ON_DICTS: ClassVar[bool] = True
+
+    @classmethod
+    def column_fields(cls, spec: WorkerSpec) -> tuple[str, ...] | None:
+        if cls.COLUMN_INPUTS and arrays_param(spec, cls.default_arrays())[0]:
+            return cls.ROW_FIELDS
+        return None
+
+    def process(self, events: list[Any]) -> None:
+        if self.row_store is not None and events and int in set(map(type, events)):
+            for ids, run in groupby(events, key=_is_row_id):  # runs of row ids and of tuples, in order
+                items = list(run)
+                (self._process_rows if ids else self._process_tuples)(items)
+            return
+        self._process_tuples(events)
+
+    def _process_rows(self, ids: list[int]) -> None:
+        """Rows of the row store, taken as one table (event by event if the table does not suit the array
+        path: they are then the dicts of their ``ROW_FIELDS``)."""
+        assert self.row_store is not None
+        table = self.row_store.take(ids)
+        if self._suits(table):
+            self.rows_on_arrays += len(table)
+            self._process_table(table)
+        else:
+            self._process_events([dict(zip(self.ROW_FIELDS, row, strict=True)) for row in table.tolist()])
+
+    def _process_tuples(self, events: list[dict[str, Any]]) -> None:
         if self.arrays and events:
             table = self._int_table(events)
             if table is not None:
@@ -66,10 +110,19 @@ class ArrayPath:
         self._process_events(events)
 
     def _int_table(self, events: list[dict[str, Any]]) -> np.ndarray | None:
-        return int_table(events, self.ROW)
+        table = int_table(events, itemgetter(*self.ROW_FIELDS))
+        return table if table is not None and self._suits(table) else None
+
+    def _suits(self, table: np.ndarray) -> bool:
+        """The array path computes this table exactly (the default: any int64 table)."""
+        return True
 
     def _process_table(self, table: np.ndarray) -> None:
         raise NotImplementedError
 
     def _process_events(self, events: list[dict[str, Any]]) -> None:
         raise NotImplementedError
+
+
+def _is_row_id(item: Any) -> bool:
+    return type(item) is int

@@ -29,7 +29,6 @@ stream is cheaper for them than re-deciding the active ball from four raw ones.
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any, ClassVar
 
 import numpy as np
@@ -44,7 +43,6 @@ from pan_debs.workers.arrays import ArrayPath, arrays_param
 
 OUTPUT = "ACTIVEBALL"
 FIELDS = ("ts", "sid", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
-_ROW = itemgetter(*FIELDS)
 
 
 def ball_list(spec: WorkerSpec) -> list[int]:
@@ -67,7 +65,9 @@ def finite_sum(row: dict[str, Any]) -> float:
 class ActiveBall(ArrayPath, OrderedComponent):
     """Emits the rows of the ball in play; see the module docstring for the rule."""
 
-    ROW = _ROW
+    ROW_FIELDS = FIELDS
+    COLUMN_INPUTS = True
+    ARRAYS_ON_DICTS = False
 
     type_name = "active_ball"
     state_attributes = ("active", "bad", "other_sid", "off_half", "outside_game", "switches", "exits", "emitted",
@@ -113,7 +113,7 @@ class ActiveBall(ArrayPath, OrderedComponent):
         self.switches = 0
         self.exits = 0
         self.emitted = 0
-        self.arrays = arrays_param(ctx.spec, default=False)[0]
+        self.arrays = arrays_param(ctx.spec, default=self.default_arrays())[0]
         self.rows_on_arrays = 0
 
     def _process_table(self, table: np.ndarray) -> None:

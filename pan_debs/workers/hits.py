@@ -35,7 +35,6 @@ so the referee never hits.
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any, ClassVar
 
 import numpy as np
@@ -57,7 +56,6 @@ DEFAULTS: dict[str, Any] = {
     "stale_ms": 250,
     "rearm_ms": 10,
 }
-_ROW = itemgetter("sid", "ts", "x", "y", "z", "a")
 MAX_SPEED_MM_PER_PS = 12e-9  # 12 m/s: how far a sensor that lost rows may have moved since its latest one
 
 
@@ -69,7 +67,8 @@ def player_streams() -> list[str]:
 class BallHits(ArrayPath, OrderedComponent):
     """Emits one ``BALLHITS`` tuple per kick: ``player, sid, x, y, z, a``."""
 
-    ROW = _ROW
+    ROW_FIELDS = ("sid", "ts", "x", "y", "z", "a")
+    ARRAYS_ON_DICTS = False
 
     type_name = "ball_hits"
     state_attributes = ("latest", "spike_sid", "spike_done", "spike_last", "spike_start", "bad", "other_sid", "hits",
@@ -122,7 +121,7 @@ class BallHits(ArrayPath, OrderedComponent):
         self.withheld = 0
         self.doubt_markers = 0
         # the array path (not under nfp, which watches every ball row for gaps)
-        self.arrays = arrays_param(ctx.spec, default=False)[0] and not self.nfp
+        self.arrays = arrays_param(ctx.spec, default=self.default_arrays())[0] and not self.nfp
         self._player_sids = np.array(sorted(self.owner), dtype=np.int64)
         self._ball_sids = np.array(sorted(self.balls), dtype=np.int64)
         self.rows_on_arrays = 0

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from operator import itemgetter
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
@@ -39,7 +38,7 @@ from pan.component import ComponentContext
 from pan.ordered import OrderedComponent
 from pan.specs import WorkerSpec
 from pan.streams import Tuple
-from pan_debs.workers.arrays import ArrayPath, arrays_param, int_table
+from pan_debs.workers.arrays import ArrayPath, arrays_param
 from pan_debs.workers.debs import PLAYER_SENSORS, PLAYERS, PS_PER_MS, PS_PER_S, REFEREE, REFEREE_SENSORS, sensor_stream
 from pan_debs.workers.gametime import MAX_GAP_PS
 
@@ -53,7 +52,6 @@ P = TypeVar("P", bound=_Sampled)
 SLOT_PS = 20 * PS_PER_MS
 STALE_PS = PS_PER_S
 FIELDS = ("x", "y", "z", "v", "a")
-_ROW = itemgetter("sid", "ts", *FIELDS)
 
 #: Every entity the component can average, with its sensors.
 ENTITY_SENSORS: dict[str, tuple[int, ...]] = {**PLAYER_SENSORS, REFEREE: REFEREE_SENSORS}
@@ -106,7 +104,9 @@ def check_inputs_match(spec: WorkerSpec, derived: list[str]) -> list[str]:
 class PlayerAverage(ArrayPath, OrderedComponent):
     """SENSOR<sid> rows -> one ``A1``…``B8``/``REFEREE`` tuple per player per 20 ms slot."""
 
-    ROW = _ROW
+    ROW_FIELDS = ("sid", "ts", *FIELDS)
+    COLUMN_INPUTS = True
+    ARRAYS_ON_DICTS = False
 
     type_name = "player_average"
     state_attributes = ("_latest", "_slot", "_done", "rows", "bad", "foreign", "stale", "emitted", "rows_on_arrays")
@@ -149,7 +149,7 @@ class PlayerAverage(ArrayPath, OrderedComponent):
         self.foreign = 0
         self.stale = 0
         self.emitted = 0
-        self.arrays = arrays_param(ctx.spec, default=False)[0]
+        self.arrays = arrays_param(ctx.spec, default=self.default_arrays())[0]
         self.rows_on_arrays = 0  # rows the array path took (a batch with a row not all ints goes event by event)
 
     def _process_events(self, events: list[Tuple]) -> None:
@@ -186,13 +186,9 @@ class PlayerAverage(ArrayPath, OrderedComponent):
                 slots[player] = slot
             latest[sid] = row
 
-    def _int_table(self, events: list[Tuple]) -> np.ndarray | None:
-        """sid, ts, x, y, z, v, a of every event as int64 columns; None unless every one is a plain int whose
-        sums over a player's rows stay exact in int64."""
-        table = int_table(events, self.ROW)
-        if table is None or ((table > 2**59) | (table < -(2**59))).any():
-            return None
-        return table
+    def _suits(self, table: np.ndarray) -> bool:
+        """Sums over a player's rows stay exact in int64."""
+        return not ((table > 2**59) | (table < -(2**59))).any()
 
     def _process_table(self, table: np.ndarray) -> None:
         """The array path: the same rows, counters and tuples as ``_process_events``, per sensor and player."""
