@@ -96,7 +96,7 @@ class InputChannel:
             self.set_progress(fetch.progress)
             if fetch.reset:
                 self.reset()
-            if fetch.indices is not None and self.row_store is not None:  # a column page (any other has dicts)
+            if self.row_store is not None and not isinstance(fetch.tuples, list):  # a column page's record batch
                 self.add(self.row_store.add(fetch.tuples), fetch.indices)
             elif fetch.tuples:
                 self.add(fetch.tuples)
