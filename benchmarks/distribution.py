@@ -123,6 +123,7 @@ def peer_counts(results: dict[str, Any]) -> str:
 
 def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Namespace) -> str:
     names = results["config"]["wires"]
+    compared = [wire for wire in names if wire != "json"] if "json" in names else []  # p50 over JSON's
     rows = []
     for name, per_wire in results["workflows"].items():
         first = next(iter(per_wire.values()))
@@ -131,8 +132,8 @@ def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Name
             for wire in names:
                 s = per_wire[wire]["streams"][stream]
                 cells += [common.with_spread(s, "p50_ms"), common.with_spread(s, "p99_ms")]
-            if "json" in per_wire and "arrow" in per_wire:
-                ratio = wires.ratio(per_wire["arrow"]["streams"][stream]["p50_ms"],
+            for wire in compared:
+                ratio = wires.ratio(per_wire[wire]["streams"][stream]["p50_ms"],
                                     per_wire["json"]["streams"][stream]["p50_ms"])
                 cells.append(f"{ratio:.2f}" if ratio is not None else "-")
             target = query_delay.TARGETS_MS.get(stream)
@@ -143,11 +144,9 @@ def report(results: dict[str, Any], machine: dict[str, Any], args: argparse.Name
     header = ["workflow", "peers", "stream", "received"]
     for wire in names:
         header += [f"p50 ms {wire}", f"p99 ms {wire}"]
-    paired = {"json", "arrow"} <= set(names)
-    if paired:
-        header.append("p50 arrow / json")
+    header += [f"p50 {wire} / json" for wire in compared]
     header += ["target p50", f"met ({' / '.join(names)})"]
-    align = "lrlr" + "rr" * len(names) + ("r" if paired else "") + "rl"
+    align = "lrlr" + "rr" * len(names) + "r" * len(compared) + "rl"
     loads = [r for per_wire in results["workflows"].values() for w in per_wire.values() for r in w["runs"]]
     spreads = (" With several runs, each cell is the median over the runs, their min-max in brackets."
                if results["config"]["reps"] > 1 else "")

@@ -3,7 +3,8 @@
 Every PAN process reads ``PAN_WIRE`` itself (`pan/arrow_pages.py`), so a run uses one format
 throughout when the variable is set before its processes start: children inherit it (the
 `pan run` launcher, every peer, the replay's recorder, an observing client). ``json`` turns
-Arrow off in servers too; ``arrow`` makes every subscriber ask for Arrow pages.
+Arrow off in servers too; ``auto`` (PAN's default) has only the readers that compute on columns
+ask for Arrow pages (components with column inputs); ``arrow`` makes every subscriber ask for them.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from collections.abc import Iterator, Sequence
 
 from benchmarks import common
 
-WIRES = ("json", "arrow")
+WIRES = ("json", "auto", "arrow")
+DEFAULT_WIRES = ("json", "auto")
 
 
 def add_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--wires", type=parse, default=list(WIRES), metavar="W[,W]",
-                   help="wire formats to compare in this run, reps interleaved (default: json,arrow)")
+    p.add_argument("--wires", type=parse, default=list(DEFAULT_WIRES), metavar="W[,W]",
+                   help="PAN_WIRE values to compare in this run, reps interleaved: json (no Arrow), auto (Arrow for "
+                   "readers that compute on columns), arrow (every reader) (default: json,auto)")
 
 
 def parse(text: str) -> list[str]:
@@ -33,8 +36,9 @@ def check_available(wires: Sequence[str]) -> str | None:
     """Why these formats cannot be measured here (Arrow without pyarrow), or None."""
     from pan.arrow_pages import available
 
-    if "arrow" in wires and not available():
-        return "--wires arrow needs pyarrow (pip install 'pan[arrow]')"
+    needing = [wire for wire in wires if wire != "json"]
+    if needing and not available():
+        return f"--wires {','.join(needing)} needs pyarrow (pip install 'pan[arrow]')"
     return None
 
 
@@ -67,7 +71,7 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 
 def ratio(arrow: float | None, json: float | None) -> float | None:
-    """arrow / json, or None without both."""
+    """arrow / json (or any wire's value over JSON's), or None without both."""
     if arrow is None or json is None or json == 0:
         return None
     return round(arrow / json, 3)

@@ -20,9 +20,10 @@ under ``pan.page``. Decoding gives exactly the dicts the JSON page decodes to:
 
 pyarrow is imported lazily: without it ``available()`` is False and PAN
 speaks JSON only. ``PAN_WIRE`` in the environment chooses for a process and
-its children: unset, servers answer Arrow to whoever asks for it and
-subscribers ask for JSON; ``arrow`` makes subscribers ask for Arrow too;
-``json`` turns Arrow off in both. JSON is the subscribers' default because most
+its children: unset (or ``auto``), servers answer Arrow to whoever asks for it,
+and subscribers ask for JSON, except those that compute on columns (a
+component with column inputs, pan/row_store.py); ``arrow`` makes every
+subscriber ask for Arrow; ``json`` turns Arrow off in both. JSON is the subscribers' default because most
 ring buffers hold encoded JSON tuples: a JSON page is a join of bytes, an Arrow
 page of them costs a decode and a transpose (``pan bench wire``). Column
 buffers (pan/column_ring.py) make their Arrow pages from their rows
@@ -43,7 +44,7 @@ import orjson
 ARROW_TYPE = "application/vnd.apache.arrow.stream"
 PAGE_KEY = b"pan.page"
 JSON_KEY = b"pan.json"
-WIRE_ENV = "PAN_WIRE"  # "arrow": subscribers ask for Arrow; "json": no Arrow at all (this process, children)
+WIRE_ENV = "PAN_WIRE"  # "arrow": subscribers ask for Arrow; "json": no Arrow at all; "auto" (= unset): see above
 
 _MISSING = object()  # a tuple without this key
 
@@ -62,7 +63,7 @@ def available() -> bool:
     return True
 
 
-WIRES = ("json", "arrow")
+WIRES = ("json", "auto", "arrow")
 
 
 def _wire_env() -> str:

@@ -250,7 +250,7 @@ async def replay(
     observer: Callable[[], Awaitable[None]] | None = None,
     only: list[str] | None = None,
     until_ended: bool = False,
-    wire: Wire | None = None,
+    wire: str | None = None,
     linger_s: float = RECORD_LINGER_S,
     decode: bool = False,
     attach: bool = False,
@@ -264,8 +264,9 @@ async def replay(
     ``until_ended``: the feed ends every input stream (``pan simulate`` does), so every output that
     carries a watermark ends too and is waited for, however long a loaded machine takes; otherwise
     the recording stops once nothing moved for ``quiet_s``.
-    ``wire``: the page format of the whole replay, set as ``PAN_WIRE`` for `pan run` and its peers too
-    (default: this process's own ``PAN_WIRE``, which they inherit). ``linger_s``: `RECORD_LINGER_S`.
+    ``wire``: the ``PAN_WIRE`` of the whole replay (``json``, ``auto``, ``arrow``), set for `pan run` and its
+    peers too; the recorder reads Arrow pages under ``arrow`` alone (default: this process's own ``PAN_WIRE``,
+    which they inherit). ``linger_s``: `RECORD_LINGER_S`.
     ``decode``: the recorder decodes every tuple and encodes it again (`Recorder`).
     ``attach``: the workflow runs already (e.g. on many hosts, `pan deploy up`): start no peers, only wait for
     its producers, feed and record (``wire`` then sets only the recorder's format).
@@ -280,7 +281,8 @@ async def replay(
         streams = [s for s in streams if s in only]
     started = time.monotonic()
     run, lifeline = (None, None) if attach else await _start_workflow(workflow_path, wire, log_dir)
-    recorder = Recorder(workflow, streams, record_dir, wire=wire, linger_s=linger_s, decode=decode)
+    recorder = Recorder(workflow, streams, record_dir, wire=None if wire is None else recorder_wire(wire),
+                        linger_s=linger_s, decode=decode)
     watching: asyncio.Task[None] | None = None
     timing: dict[str, float] = {}
     failures: dict[str, dict[str, str]] = {}
@@ -318,7 +320,13 @@ async def replay(
                         recorder.wire, timing["recorded_s"], failures, cpu, recorder.requests())
 
 
-async def _start_workflow(workflow_path: Path, wire: Wire | None,
+def recorder_wire(wire: str) -> Wire:
+    """The recorder's page format in a replay whose ``PAN_WIRE`` is ``wire``: Arrow only under ``arrow`` (under
+    ``auto`` it reads line pages, as it does under ``json``)."""
+    return "arrow" if wire == "arrow" else "json"
+
+
+async def _start_workflow(workflow_path: Path, wire: str | None,
                           log_dir: Path) -> tuple[asyncio.subprocess.Process, Lifeline]:
     """`pan run` of the workflow, logging into ``log_dir`` and ending at its first child's end (``--fail-fast``);
     it dies with us, even if we are SIGKILLed (see pan/lifeline.py)."""

@@ -44,9 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--quiet-s", type=float, default=6.0,
                    help="outputs without a watermark (which never end) quiet this long after the data = done; "
                    "outputs with one end with the data and are waited for")
-    p.add_argument("--wire", choices=["json", "arrow"],
-                   help="page format of the whole replay: the recorder's and, as PAN_WIRE, every peer's "
-                   "(default: PAN_WIRE of this process, else json)")
+    p.add_argument("--wire", choices=["json", "auto", "arrow"],
+                   help="page format of the whole replay, as PAN_WIRE for every peer and the recorder's (json: no "
+                   "Arrow; auto: Arrow only for readers that compute on columns, the recorder reads line pages; "
+                   "arrow: every reader asks for Arrow) (default: PAN_WIRE of this process, else json)")
     p.add_argument("--record-decoded", action="store_true",
                    help="the recorder decodes every tuple and encodes it again, instead of writing the bytes of "
                    "line pages as they come (the same recording; for benchmarks)")
@@ -110,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
     if args.speedup < 0:
         print("pan replay: --speedup must be >= 0", file=sys.stderr)
         return 2
-    if args.wire == "arrow" and not arrow_pages.available():
-        print("pan replay: --wire arrow needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
+    if args.wire in ("auto", "arrow") and not arrow_pages.available():
+        print(f"pan replay: --wire {args.wire} needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
         return 2
     # Ports are the workflow's own unless it runs already (--attach) or moves to free ones (--free-ports).
     problem = preflight(workflow, args.data, check_ports=not (args.attach or args.free_ports))

@@ -308,11 +308,13 @@ def test_floor_refuses_zero_reps() -> None:
 def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
     summary = bench("replay", "--quick", "--reps", "1", "--profile", "2", "--floor-reps", "1", "--recorder",
-                    "lines,decoded", "--write", str(report), timeout=900)
+                    "lines,decoded", "--wires", "json,auto,arrow", "--write", str(report), timeout=900)
     assert summary["benchmark"] == "replay" and summary["machine"]["cores"] >= 1
-    assert summary["config"]["wires"] == ["json", "arrow"] and summary["config"]["reps"] == 1
+    assert summary["config"]["wires"] == ["json", "auto", "arrow"] and summary["config"]["reps"] == 1
     [entry] = summary["runs"].values()
-    assert list(entry["wires"]) == ["json", "json, recorder decodes", "arrow"] and entry["arrow_over_json"] > 0
+    assert list(entry["wires"]) == ["json", "json, recorder decodes", "auto", "arrow"]
+    assert set(entry["over_json"]) == {"json, recorder decodes", "auto", "arrow"}
+    assert min(entry["over_json"].values()) > 0
     assert set(entry["lines_over_decoded"]) == {"rows_per_s", "end_to_end_rows_per_s", "driver_cpu_s", "cpu_total_s"}
     assert summary["recordings_identical"] is True  # both formats and both recorders recorded the same bytes
     for name, run in entry["wires"].items():
