@@ -1,0 +1,139 @@
+"""Column inputs: a component fed the row ids of Arrow pages writes what the per-event path writes from dicts.
+
+The twin with column inputs gets every page as a worker's pull would: the page
+encoded and decoded as Arrow (`pan/arrow_pages.py`), its rows put in the
+component's row store, row ids fed through the ordering unit. The other twin
+gets the same tuples as dicts, event by event. Pages come per stream in
+rounds, with one stream held back for a while (its events come late) and one
+page whose values are not all ints (it goes as dicts on both twins).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pan import arrow_pages
+from pan.testing import build_component
+from pan_debs.workers import debs
+from pan_debs.workers.debs import PS_PER_S
+from tests.support.match_feed import OFFLINE, as_events, load_match
+from tests.workers.paths import Twins
+
+pytestmark = [
+    pytest.mark.process,  # the rows come from a generated match
+    pytest.mark.skipif(not arrow_pages.available(), reason="column inputs need pyarrow"),
+]
+
+ROUND_PS = PS_PER_S // 2
+
+
+class ColumnTwins(Twins):
+    """``arrays`` takes its inputs as columns (row ids), ``per_event`` as dicts."""
+
+    def __init__(self, type_name: str, params: dict[str, Any]) -> None:
+        super().__init__(type_name, {**OFFLINE, **params}, buffer_size=400_000)
+        assert self.arrays.row_store is not None and self.per_event.row_store is None
+        self.next_index: dict[str, int] = {}
+
+    def feed(self, stream: str, events: list[dict[str, Any]]) -> None:
+        """One page of ``stream``: ids of its Arrow page's rows to one twin, its tuples to the other."""
+        self.feed_pages(stream, [events])
+
+    def feed_pages(self, stream: str, pages: list[list[dict[str, Any]]]) -> None:
+        """Pages of ``stream`` read at once (as a component reads what several pulls brought): their items in one
+        ``feed``, which mixes row ids and dicts where a page was not all ints."""
+        items, tuples = [], []
+        for events in pages:
+            first = self.next_index.get(stream, 0)
+            page = [{"i": first + k, **ev} for k, ev in enumerate(events)]
+            self.next_index[stream] = first + len(page)
+            batch = arrow_pages.decode_columns(arrow_pages.encode_page({"status": "ok", "tuples": page}))["tuples"]
+            items += self.arrays.row_store.add(batch)
+            tuples += page
+        self.arrays.feed(stream, items)
+        self.per_event.feed(stream, tuples)
+        self.check()
+
+
+@pytest.fixture(scope="module")
+def match_rows(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    return np.loadtxt(load_match(tmp_path_factory)["folder"] / "full-game", delimiter=",", dtype=np.int64)
+
+
+def feed_in_rounds(twins: ColumnTwins, rows: np.ndarray, streams: list[str], seconds: float) -> None:
+    """The rows of ``streams`` of the first ``seconds``, a page per stream per half second of event time;
+    the first stream's pages of rounds 2-4 come in round 5 (late for a K of 1 s), and one page of the
+    second stream holds a float value and a tuple without ts."""
+    start = int(rows[0, 1])
+    held: list[list[dict[str, Any]]] = []
+    for n in range(int(seconds * PS_PER_S // ROUND_PS)):
+        lo = start + n * ROUND_PS
+        part = rows[(rows[:, 1] >= lo) & (rows[:, 1] < lo + ROUND_PS)]
+        for position, stream in enumerate(streams):
+            page = as_events(part[part[:, 0] == int(stream.removeprefix("SENSOR"))])
+            if not page:
+                continue
+            if position == 0 and 2 <= n <= 4:
+                held.append(page)
+                continue
+            if position == 1 and n == 3:  # three pages read at once; the middle one is not all ints (dicts)
+                third = len(page) // 3
+                odd = page[third:2 * third]
+                odd[0]["x"] += 0.5
+                del odd[-1]["ts"]  # counted as untimed by both twins, and dropped
+                twins.feed_pages(stream, [page[:third], odd, page[2 * third:]])
+                continue
+            twins.feed(stream, page)
+        if n == 5:
+            for page in held:
+                twins.feed(streams[0], page)
+    twins.finish()
+
+
+def check_same(twins: ColumnTwins) -> dict[str, Any]:
+    """Counters alike on both twins (the row store's apart); the row store let every row go."""
+    with_columns, per_event = twins.arrays.counters(), twins.per_event.counters()
+    store = with_columns.pop("column_inputs")
+    assert with_columns == per_event
+    # Every stored row that was not late (side: those go to the late stream alone) was computed on arrays, and
+    # so were the dicts of the page that was not all ints, but for the run of tuples with the float value.
+    ordering = per_event["ordering"]
+    assert store["rows_stored"] - ordering["late"] <= twins.arrays.rows_on_arrays < ordering["released"]
+    assert twins.per_event.rows_on_arrays == 0
+    assert store["rows_held"] == 0 and store["chunks_held"] == 0 and store["batches_as_tuples"] == 1
+    assert with_columns["untimed_tuples"] == 1
+    return store
+
+
+def test_player_averages_from_column_inputs_are_the_per_event_paths(match_rows: np.ndarray) -> None:
+    twins = ColumnTwins("player_average", {"players": ["A1", "A2", "B3", "REFEREE"], "arrays": True})
+    streams = list(twins.arrays.ctx.inputs)
+    feed_in_rounds(twins, match_rows, streams, 6)
+    store = check_same(twins)
+    late = twins.per_event.counters()["ordering"]["late"]
+    assert late > 100, "the held pages must come late"
+    assert store["rows_stored"] > 5_000 and twins.compared > 4 * 250
+    late_stream = next(name for name in twins.arrays.ctx.outputs if name.endswith("_late"))
+    assert len(twins.arrays.ctx.outputs[late_stream].buffer) == late  # the late rows, as whole tuples
+
+
+def test_the_active_ball_from_column_inputs_is_the_per_event_paths(match_rows: np.ndarray) -> None:
+    twins = ColumnTwins("active_ball", {"arrays": True})
+    streams = [debs.sensor_stream(b) for b in debs.BALLS]
+    in_play = match_rows[np.isin(match_rows[:, 0], debs.BALLS_FIRST_HALF) & (match_rows[:, 1] >= debs.FIRST_HALF[0])]
+    feed_in_rounds(twins, in_play, streams, 4)
+    check_same(twins)
+    assert twins.per_event.counters()["emitted"] > 1_000 and twins.per_event.counters()["ordering"]["late"] > 0
+
+
+def test_column_inputs_follow_the_arrays_param_and_the_wire(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrays on (the default with Arrow): column inputs; off, or ``PAN_WIRE=json``: dicts."""
+    assert build_component("player_average", {"players": ["A1"]}).row_store is not None
+    assert build_component("player_average", {"players": ["A1"], "arrays": False}).row_store is None
+    assert build_component("ball_hits", {"arrays": True}).row_store is None  # its input is no column buffer
+    monkeypatch.setenv(arrow_pages.WIRE_ENV, "json")
+    per_event = build_component("player_average", {"players": ["A1"]})
+    assert per_event.row_store is None and per_event.arrays is False
