@@ -13,12 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 
 from pan import arrow_pages
-from pan.testing import build_component
+from pan.ingest import END_OF_STREAM, send_lines
+from pan.repository import RepositoryServer
+from pan.testing import build_component, output_tuples
+from pan.worker import Worker
 from pan_debs.workers import debs
 from pan_debs.workers.debs import PS_PER_S
+from tests.conftest import HOST, WorkerGroup, forwarder, free_port, make_workflow, wait_until
 from tests.support.match_feed import OFFLINE, as_events, load_match
 from tests.workers.paths import Twins
 
@@ -28,6 +33,7 @@ pytestmark = [
 ]
 
 ROUND_PS = PS_PER_S // 2
+PLAYERS = ["A1", "B3"]
 
 
 class ColumnTwins(Twins):
@@ -137,3 +143,52 @@ def test_column_inputs_follow_the_arrays_param_and_the_wire(monkeypatch: pytest.
     monkeypatch.setenv(arrow_pages.WIRE_ENV, "json")
     per_event = build_component("player_average", {"players": ["A1"]})
     assert per_event.row_store is None and per_event.arrays is False
+
+
+def player_average(name: str, **params: Any) -> dict[str, Any]:
+    return {"name": name, "type": "player_average", "host": HOST, "port": free_port(), "buffer_size": 50_000,
+            "params": {"players": PLAYERS, "clock_mode": "watermark", **params}}
+
+
+async def published(worker: Worker, stream: str) -> list[bytes]:
+    return worker.outputs[stream].buffer.read(-1, oldest=1_000_000).items
+
+
+async def test_a_worker_pulls_arrow_pages_into_its_row_store_and_json_pages_as_dicts(
+    repository: RepositoryServer, workers: WorkerGroup, match_rows: np.ndarray
+) -> None:
+    """A real forwarder (column buffers) and a player-average worker pulling it over HTTP: the worker's
+    outputs are those of the per-event path offline, whether the forwarder answers Arrow pages (rows into the
+    row store) or, as an older peer, only JSON (its tuples stay dicts)."""
+    sids = [sid for player in PLAYERS for sid in debs.PLAYER_SENSORS[player]]
+    start = int(match_rows[0, 1])
+    part = match_rows[np.isin(match_rows[:, 0], sids) & (match_rows[:, 1] < start + 3 * PS_PER_S)]
+    streams = [debs.sensor_stream(sid) for sid in sids]
+    lines = [b"%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d" % tuple(row) for row in part.tolist()]
+    lines += [orjson.dumps({"stream": s, "ts": END_OF_STREAM, "promise": True}) for s in streams]
+    source = forwarder("F", streams, buffer_size=50_000)
+    [fwd] = await workers.start(make_workflow(repository.port, [source]))
+    await send_lines(HOST, source["params"]["ingest_port"], lines)
+    await wait_until(lambda: all(fwd.outputs[s].progress.wm == END_OF_STREAM for s in streams), timeout_s=60)
+
+    reference = build_component("player_average", {"players": PLAYERS, "clock_mode": "watermark", "arrays": False})
+    for stream in streams:
+        reference.feed(stream, [orjson.loads(item) for item in await published(fwd, stream)])
+    reference.finish()
+    expected = {p: output_tuples(reference, p) for p in PLAYERS}
+    assert min(map(len, expected.values())) > 100
+
+    for arrow in (True, False):
+        fwd.api.arrow = arrow
+        name = f"P{int(arrow)}"
+        [worker] = await workers.start(make_workflow(repository.port, [source, player_average(name)]),
+                                       names=[name])
+        await wait_until(lambda w=worker: all(w.outputs[p].progress.wm == END_OF_STREAM for p in PLAYERS),
+                         timeout_s=60)
+        for player in PLAYERS:
+            assert [orjson.loads(t) for t in await published(worker, player)] == expected[player], (arrow, player)
+        store = worker.component.counters()["column_inputs"]
+        assert store["rows_held"] == 0 and store["batches_as_tuples"] == 0
+        assert (store["rows_stored"] == len(part)) is arrow and (store["rows_stored"] == 0) is not arrow
+        await worker.stop()
+        workers.workers.remove(worker)
