@@ -4,7 +4,10 @@ Every ordered component of the workflow (all four queries) is chained in one
 process by `pan.chain` (no network, no ordering units, no recorder) and fed
 a split folder's per-sensor files and INTERRUPTIONS stream (with the
 simulator's heartbeats) straight from disk, merged by ts a step of event time
-at a time. Rows/s = source rows fed / wall time of the run (reading, decoding,
+at a time. Sensor rows are parsed as blocks into record batches, as a
+forwarder's ingest parses them: a component with column inputs takes their
+rows as row ids, as from a worker's pulls of Arrow pages, any other one
+their tuples. Rows/s = source rows fed / wall time of the run (reading, decoding,
 all components). A distributed replay does this work plus the rest (ingest,
 serving and pulling pages, ordering, recording), so its rows/s over this
 one's is how much of the components' own speed it keeps.
@@ -30,6 +33,7 @@ SECTION = "floor-bench"
 PS = 10**12
 STEP_PS = PS  # event time per step; outputs do not depend on it, only the per-step overhead does
 TAKE_ROWS = 1 << 30  # a source hands out every row of a step at once
+MAX_ROW_BYTES = 4096
 ARRAYS_PARAM = "arrays"  # pan_debs.workers.arrays.PARAM: the components' array path (true) or per-event path (false)
 #: the components' paths: each one's default (as the workflow runs), every array path, every per-event path
 PATHS: dict[str, bool | None] = {"defaults": None, "arrays": True, "per_event": False}
@@ -48,6 +52,22 @@ def sensor_row(line: bytes) -> dict[str, int]:
     return dict(zip(SENSOR_FIELDS, map(int, line.split(b",")), strict=True))
 
 
+def sensor_batch(lines: list[bytes]) -> Any:
+    """CSV sensor rows as one record batch, parsed as a forwarder's ingest parses a block (``pan.int_csv``):
+    a component with column inputs gets its rows as a worker's pulls of Arrow pages give them, any other one
+    their tuples (``pan.chain``)."""
+    import pyarrow as pa
+
+    from pan.int_csv import parse_block
+    from pan_debs.simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS
+
+    block = parse_block(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines), CSV_LAYOUT,
+                        MAX_ROW_BYTES)
+    if len(block.taken) != len(lines):
+        raise ValueError(f"{len(lines) - len(block.taken)} sensor rows are not plain CSV integers")
+    return pa.RecordBatch.from_arrays([pa.array(column) for column in block.values.T], names=list(SENSOR_FIELDS))
+
+
 def json_row(line: bytes) -> dict[str, Any]:
     """A JSON line as a forwarder stores it: without ``stream``."""
     import orjson
@@ -55,6 +75,14 @@ def json_row(line: bytes) -> dict[str, Any]:
     row = orjson.loads(line)
     row.pop("stream", None)
     return row
+
+
+def stream_reader(json_lines: bool, columns: bool) -> Callable[[list[bytes]], Any]:
+    """How a source's lines become what the chain takes: JSON lines and (without pyarrow) CSV rows as tuples,
+    CSV rows as a record batch."""
+    if json_lines:
+        return lambda lines: list(map(json_row, lines))
+    return sensor_batch if columns else lambda lines: list(map(sensor_row, lines))
 
 
 def with_path(workflow: Path, arrays: bool | None) -> Any:
@@ -99,6 +127,7 @@ def run_chain(workflow: Path, data: Path, on_step: Callable[[Any], None] | None 
     array (True) or per-event (False) path; None keeps the workflow's choice. ``spent`` gets the seconds
     each component type spends (``timed_components``).
     """
+    from pan import arrow_pages
     from pan.chain import ComponentChain
     from pan_debs.simulator.simulate import interruptions_source
     from pan_debs.simulator.sources import INTERRUPTIONS_STREAM, RowSource, sensor_files
@@ -110,7 +139,8 @@ def run_chain(workflow: Path, data: Path, on_step: Callable[[Any], None] | None 
     sources: dict[str, RowSource] = {s: RowSource.from_file(s, files[s]) for s in chain.sources if s in files}
     if INTERRUPTIONS_STREAM in chain.sources:
         sources[INTERRUPTIONS_STREAM] = interruptions_source(data)
-    decode = {s: json_row if src.json_lines else sensor_row for s, src in sources.items()}
+    columns = arrow_pages.available()  # (without pyarrow every stream goes as tuples)
+    decode = {s: stream_reader(src.json_lines, columns) for s, src in sources.items()}
     firsts = [ts for ts in (src.peek_ts() for src in sources.values()) if ts is not None]
     was_enabled = gc.isenabled()
     gc.disable()  # as a peer freezes its buffers: full collections over millions of row dicts would dominate
@@ -122,7 +152,7 @@ def run_chain(workflow: Path, data: Path, on_step: Callable[[Any], None] | None 
             for stream, source in list(sources.items()):
                 _ts, lines = source.take(limit, TAKE_ROWS)
                 if lines:
-                    batch[stream] = list(map(decode[stream], lines))
+                    batch[stream] = decode[stream](lines)
                 if source.peek_ts() is None:
                     del sources[stream]
             chain.advance(batch, limit)

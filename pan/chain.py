@@ -11,19 +11,26 @@ an outside stream up to the step's limit, another component's output up to
 that component's ``watermark``. The same inputs therefore give the same
 outputs as the running workflow; ``pan bench floor`` measures this as the
 ceiling of the distributed runs.
+
+A source stream may come as record batches (``arrow_pages``' columns): a
+component that takes column inputs (``OrderedComponent.column_fields``) gets
+their rows as ids of its row store, as a worker's pulls of Arrow pages give
+them, any other one their tuples.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
+from pan import arrow_pages
 from pan.component import Component
 from pan.ordered import OrderedComponent
 from pan.progress import END_OF_STREAM
 from pan.specs import Workflow
-from pan.testing import OutputReader, build_component, in_input_order
+from pan.testing import OutputReader, build_component
 
 __all__ = ["ChainError", "ComponentChain"]
 
@@ -74,17 +81,17 @@ class ComponentChain:
             done.update((link.name, link) for link in ready)
         return list(done.values())
 
-    def advance(self, tuples: Mapping[str, list[Tuple]], limit: int) -> None:
-        """Take source tuples (each stream's in ts order; every one with ts <= ``limit`` must be in this or an
-        earlier call, later ones may come early and wait) and let every component process what all its inputs
-        have passed."""
+    def advance(self, tuples: Mapping[str, Any], limit: int) -> None:
+        """Take source tuples (each stream's in ts order, a list of tuples or a record batch; every one with
+        ts <= ``limit`` must be in this or an earlier call, later ones may come early and wait) and let every
+        component process what all its inputs have passed."""
         self.fed += sum(len(tuples[s]) for s in self.sources if s in tuples)
         for link in self.links:
             bound = END_OF_STREAM
             for name in link.inputs:
                 producer = self.producer.get(name)
                 if producer is None:
-                    new = tuples.get(name, [])
+                    new = _items(link.component, tuples.get(name, []))
                     passed = limit + 1
                 else:
                     new = self._read(link.name, name)
@@ -110,26 +117,47 @@ class ComponentChain:
 
     @staticmethod
     def _release(link: Link, bound: int) -> None:
-        """Process the pending tuples with ts < ``bound``, in (ts, input position) order."""
+        """Process the pending tuples (or row ids) with ts < ``bound``, in (ts, input position) order."""
         if bound - 1 <= link.limit:
             return
-        released: list[list[Tuple]] = []
+        released: list[tuple[int, Any]] = []  # (ts, item) of every input, in input position order
         for name in link.inputs:
             held = link.pending.get(name)
             if not held:
-                released.append([])
-            elif held[-1]["ts"] < bound:
-                released.append(held)
+                continue
+            timed = list(zip(_ts_of(link.component, held), held, strict=True))
+            if timed[-1][0] < bound:
+                released += timed
                 link.pending[name] = []
             else:
-                released.append([t for t in held if t["ts"] < bound])
-                link.pending[name] = [t for t in held if t["ts"] >= bound]
-        events = in_input_order(*released)
-        if events:
-            link.component.process(events)
+                released += [pair for pair in timed if pair[0] < bound]
+                link.pending[name] = [item for ts, item in timed if ts >= bound]
+        released.sort(key=_TS)  # stable: ties keep input position order, as an ordering unit releases them
+        if released:
+            link.component.process([item for _ts, item in released])
         link.limit = END_OF_STREAM if bound >= END_OF_STREAM else bound - 1
         link.component.on_release_point(link.limit)
 
     def components(self) -> dict[str, Component]:
         """Worker name -> its component, in the order they run."""
         return {link.name: link.component for link in self.links}
+
+
+_TS = itemgetter(0)
+
+
+def _items(component: OrderedComponent, given: Any) -> list[Any]:
+    """A source's new tuples for ``component``: a record batch becomes row ids of its row store (column inputs)
+    or its tuples."""
+    if isinstance(given, list):
+        return given
+    if component.row_store is not None:
+        return component.row_store.add(given)
+    return arrow_pages.batch_tuples(given)
+
+
+def _ts_of(component: OrderedComponent, items: list[Any]) -> list[Any]:
+    """The ts of held items: a row id's from the component's row store, a tuple's own."""
+    if component.row_store is not None and set(map(type, items)) == {int}:
+        return component.row_store.ts(items)
+    return [component.item_ts(item) if type(item) is int else item["ts"] for item in items]

@@ -324,14 +324,14 @@ class OrderedComponent(Component):
         if all_rows:  # the usual batch: all rows of column pages
             self._handle(self.unit.push_timed(stream, self.row_store.ts(events), events))
             return
-        tss = [self._item_ts(item) for item in events]
+        tss = [self.item_ts(item) for item in events]
         timed = [k for k, ts in enumerate(tss) if type(ts) is int]
         if len(timed) < len(events):
             self.untimed_tuples += len(events) - len(timed)
             self.ctx.log.warning("%s: %d tuples without an integer ts dropped", stream, len(events) - len(timed))
         self._handle(self.unit.push_timed(stream, [tss[k] for k in timed], [events[k] for k in timed]))
 
-    def _item_ts(self, item: Any) -> Any:
+    def item_ts(self, item: Any) -> Any:
         """An input item's ``ts``: a row id's from the row store, a tuple's own (anything, even missing)."""
         if type(item) is int and self.row_store is not None:
             return self.row_store.ts([item])[0]
@@ -464,7 +464,7 @@ class OrderedComponent(Component):
         self.loss_reports += 1
 
     def _note_read(self, stream: str, item: Tuple) -> None:
-        ts = self._item_ts(item)
+        ts = self.item_ts(item)
         if type(ts) is int:
             self._input_ts[stream] = ts
 
@@ -473,7 +473,7 @@ class OrderedComponent(Component):
         expected = after + 1
         for index, item in zip(indices, items, strict=True):
             if index > expected:
-                ts = self._item_ts(item)
+                ts = self.item_ts(item)
                 self.input_lost(stream, index - expected, self._input_ts.get(stream), ts if type(ts) is int else None)
             expected = index + 1
             self._note_read(stream, item)

@@ -259,7 +259,8 @@ async def test_pan_subscribe_format_arrow_without_pyarrow_is_a_clear_error() -> 
 
 
 @pytest.mark.parametrize(("env", "serves", "asks"), [(None, True, "json"), ("arrow", True, "arrow"),
-                                                     ("json", False, "json"), (" ARROW ", True, "arrow")])
+                                                     ("json", False, "json"), (" ARROW ", True, "arrow"),
+                                                     ("auto", True, "json")])
 def test_pan_wire_chooses_what_servers_offer_and_subscribers_ask_for(
     monkeypatch: pytest.MonkeyPatch, env: str | None, serves: bool, asks: str
 ) -> None:
@@ -271,7 +272,7 @@ def test_pan_wire_chooses_what_servers_offer_and_subscribers_ask_for(
 
 
 @pytest.mark.parametrize(("env", "problem"), [(None, None), ("json", None), (" Arrow ", None),
-                                              ("arow", "is not one of json, arrow"), ("binary", "is not one of")])
+                                              ("arow", "is not one of json, auto, arrow"), ("binary", "is not one of")])
 def test_a_mistyped_pan_wire_is_named_not_taken_for_json(
     monkeypatch: pytest.MonkeyPatch, env: str | None, problem: str | None
 ) -> None:
