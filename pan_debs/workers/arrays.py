@@ -3,10 +3,14 @@
 Both paths give byte-identical outputs; the per-event one stays as the
 reference the tests compare the array path with, and ``pan bench floor``
 times them side by side. Each component picks its default by what that
-benchmark measured: while rows arrive as one dict each, turning a batch into
-int columns costs more than the row loops of player averages, hits and the
-active ball save, so those default to the per-event path; heat maps and
-running analysis, which do much more per row, default to arrays.
+benchmark measured. Player averages and the active ball read a forwarder's
+integer rows: where Arrow is on (pyarrow there, ``PAN_WIRE`` not ``json``)
+they take them as columns (``COLUMN_INPUTS``: row ids of Arrow pages, see
+``pan/row_store.py``) on the array path, which builds no dict at all. Where
+rows arrive as one dict each, turning a batch into int columns costs more
+than the row loops of player averages, hits and the active ball save, so
+those default to the per-event path there (``ARRAYS_ON_DICTS``); heat maps
+and running analysis, which do much more per row, default to arrays.
 """
 
 from __future__ import annotations
