@@ -58,6 +58,8 @@ class RowStore:
     def add(self, batch: Any) -> list[Any]:
         """The items that stand for ``batch``'s rows, in order: ids, or its tuples as dicts when the batch
         is not all int64 columns holding the store's fields (``arrow_pages.batch_tuples``)."""
+        if not batch.num_rows:
+            return []
         table = self._int_table(batch)
         if table is None:
             self.batches_as_tuples += 1
@@ -74,7 +76,7 @@ class RowStore:
     def _int_table(self, batch: Any) -> np.ndarray | None:
         import pyarrow as pa
 
-        if not batch.num_rows or not set(self.fields) <= set(batch.schema.names):
+        if not set(self.fields) <= set(batch.schema.names):
             return None
         if any(column.type != pa.int64() or column.null_count for column in batch.columns):
             return None
@@ -111,10 +113,10 @@ class RowStore:
         if not len(at):
             return out
         chunks = self._locate(at)
-        first, last = int(chunks.min()), int(chunks.max())
-        for chunk_no in range(first, last + 1):
+        present = np.unique(chunks).tolist()
+        for chunk_no in present:
             chunk = self._chunks[chunk_no]
-            mine = chunks == chunk_no if first != last else slice(None)
+            mine = chunks == chunk_no if len(present) > 1 else slice(None)
             rows = at[mine] - chunk.start
             if take:
                 out[mine] = chunk.table[rows[:, None], chunk.picked]

@@ -50,6 +50,7 @@ def test_a_batch_that_is_not_all_int64_goes_as_dicts() -> None:
     assert store.add(page_batch(floats)) == floats
     assert store.add(page_batch(missing)) == missing  # a null (a tuple without the key) stays missing
     assert store.add(page_batch(without_x)) == without_x  # the store's field is not there
+    assert store.add(page_batch(rows(5, 3, random.Random(3))).slice(3)) == []  # nothing new in a page
     assert store.counters()["batches_as_tuples"] == 3 and store.held == 0
 
 
