@@ -78,7 +78,11 @@ class PageFetcher:
         ``encoded``: a page's ``tuples`` are the publisher's bytes, with their ``indices`` beside them (line
         pages whatever ``wire`` says; the batcher must ask for line pages too); ``columns``: a page's ``tuples``
         are one pyarrow record batch, with their ``indices`` beside them (Arrow pages; no batcher); ``"prefer"``:
-        the same, but a page the publisher answers in JSON keeps its tuples as dicts (not transposed)."""
+        columns for the first page and whenever the reader is behind (``get(wait=False)``: a page of up to
+        ``page_size`` rows, where columns save a JSON render and decode per tuple), JSON pages (and the
+        batcher) for the long polls of a reader that caught up, whose few new tuples cost less as JSON than
+        an Arrow page's fixed cost; a page the publisher answers in JSON keeps its tuples as dicts (not
+        transposed)."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -86,21 +90,23 @@ class PageFetcher:
         self.local = local
         self.wake_on_meta = wake_on_meta
         self.hold = hold
-        self.wire: Wire = "arrow" if columns else default_wire() if wire is None else wire
-        if self.wire == "arrow" and not arrow_pages.available():
+        self.wire: Wire = "arrow" if columns is True else default_wire() if wire is None else wire
+        if (self.wire == "arrow" or columns) and not arrow_pages.available():
             raise ValueError("Arrow pages need pyarrow (pip install 'pan[arrow]')")
         if columns and encoded:
             raise ValueError("a fetcher hands on tuples as bytes (encoded) or as columns, not both")
         self.encoded = encoded
         self.columns = bool(columns)
         self.tuples_from_json = columns == "prefer"
+        self._answered = False  # a page came: from now on a long poll means the reader had caught up
         if batcher is not None and batcher.lines != encoded:
             raise ValueError("a fetcher of encoded tuples needs a batcher of line pages, and only it")
         self._headers = {"Accept": line_pages.ACCEPT if encoded else ACCEPT[self.wire], **bearer(token)}
+        self._arrow_headers = {**self._headers, "Accept": ACCEPT["arrow"]}
         self._scheme = scheme(tls)
         self._ssl: dict[str, Any] = {} if tls is None else {"ssl": tls}
         # The batched answer is JSON or line pages, never Arrow.
-        self.batcher = batcher if encoded or self.wire == "json" else None  # (columns: Arrow)
+        self.batcher = batcher if encoded or self.wire == "json" else None  # (columns: Arrow; "prefer": its JSON)
 
     def is_local(self, source: Source) -> bool:
         """``source`` answers in this process, without HTTP."""
@@ -119,10 +125,11 @@ class PageFetcher:
         ``BadAnswer`` for an unusable page, ``SubscriberError`` if the publisher rejects the request,
         and ``ValueError``, ``aiohttp.ClientError``, ``TimeoutError`` or ``OSError`` if it fails.
         """
+        columns = self.columns and not (self.tuples_from_json and wait and self._answered)  # "prefer": behind
         serve = self.local.lookup(source.host, source.port) if self.local is not None else None
         if serve is not None:
-            body = await self._get_local(serve, source, after, raw_generation, wait)
-            if self.columns and not body.startswith(b"{"):
+            body = await self._get_local(serve, source, after, raw_generation, wait, columns)
+            if columns and not body.startswith(b"{"):
                 return self._checked(_arrow_page(body, True), False)
             return self._checked(body, self.encoded)
         if after is None:
@@ -137,7 +144,7 @@ class PageFetcher:
                 params["hold"] = self.hold
         if raw_generation is not None:
             params["view"], params["g"] = "raw", str(raw_generation)
-        if self.batcher is not None:
+        if self.batcher is not None and not columns:
             try:
                 page = await self.batcher.page(source, params)
             except SubscriberRefused as exc:
@@ -145,9 +152,10 @@ class PageFetcher:
             if page is not None:
                 return self._checked(page, False)
         timeout = aiohttp.ClientTimeout(total=int(params.get("w", 0)) / 1000 + self.request_timeout_s)
+        headers = self._arrow_headers if columns else self._headers
         try:
             async with session.get(
-                source.url("/data", self._scheme), params=params, headers=self._headers, timeout=timeout, **self._ssl
+                source.url("/data", self._scheme), params=params, headers=headers, timeout=timeout, **self._ssl
             ) as response:
                 body = await response.read()
         except aiohttp.ClientConnectorCertificateError as exc:  # every publisher of the workflow shares the CA
@@ -166,6 +174,7 @@ class PageFetcher:
         """The answer checked, in the form this fetcher hands on (``encoded``: a line page's; ``columns``: a
         record batch's)."""
         page = _checked_page(decoded_line_pages(body)[0] if lines and type(body) is bytes else body)
+        self._answered = True
         if self.encoded and "indices" not in page:  # a publisher that answered JSON (or Arrow)
             return line_pages.from_json_page(page)
         if self.columns and "indices" not in page and isinstance(page.get("tuples"), list):  # it answered JSON
@@ -178,7 +187,8 @@ class PageFetcher:
         return page
 
     async def _get_local(
-        self, serve: DataFunction, source: Source, after: int | None, raw_generation: int | None, wait: bool
+        self, serve: DataFunction, source: Source, after: int | None, raw_generation: int | None, wait: bool,
+        columns: bool,
     ) -> bytes:
         """The same fetch as over HTTP, answered by a publisher in this process."""
         if after is None:
@@ -188,7 +198,7 @@ class PageFetcher:
         try:
             return await serve(
                 self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation,
-                "lines" if self.encoded else "arrow" if self.columns else "json",
+                "lines" if self.encoded else "arrow" if columns else "json",
             )
         except NotFound as exc:
             raise ValueError(f"{source.endpoint}: {exc.message}") from None

@@ -3,14 +3,15 @@
 Both paths give byte-identical outputs; the per-event one stays as the
 reference the tests compare the array path with, and ``pan bench floor``
 times them side by side. Each component picks its default by what that
-benchmark measured. Player averages and the active ball read a forwarder's
-integer rows: where Arrow is on (pyarrow there, ``PAN_WIRE`` not ``json``)
-they take them as columns (``COLUMN_INPUTS``: row ids of Arrow pages, see
-``pan/row_store.py``) on the array path, which builds no dict at all. Where
-rows arrive as one dict each, turning a batch into int columns costs more
-than the row loops of player averages, hits and the active ball save, so
-those default to the per-event path there (``ARRAYS_ON_DICTS``); heat maps
-and running analysis, which do much more per row, default to arrays.
+benchmark measured: while rows arrive as one dict each, turning a batch into
+int columns costs more than the row loops of player averages, hits and the
+active ball save, so those default to the per-event path
+(``ARRAYS_DEFAULT``); heat maps and running analysis, which do much more per
+row, default to arrays. Player averages and the active ball read a
+forwarder's integer rows: where Arrow is on (pyarrow there, ``PAN_WIRE`` not
+``json``) and ``arrays`` is not false, a worker pulls them as columns when it
+is behind (row ids of Arrow pages, ``pan/row_store.py``), and a large table
+of them goes to the array path without any dict (``MIN_ARRAY_ROWS``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pan import arrow_pages
 from pan.row_store import RowStore
 from pan.specs import WorkerSpec
 
@@ -58,30 +58,30 @@ class ArrayPath:
     A batch whose ``ROW`` fields are all plain ints goes to ``_process_table`` as int64 columns, any
     other batch event by event (``_process_events``), which counts and reports the odd rows.
 
-    A component with ``COLUMN_INPUTS`` takes its inputs as columns on the array path
-    (``OrderedComponent.column_fields``): its batches then hold row ids of its row store among the
-    tuples, and the ids' rows come out of the store as one table, never as dicts.
+    A component with ``COLUMN_INPUTS`` takes its inputs as columns unless ``arrays`` is false
+    (``OrderedComponent.column_fields``; Arrow must be on): its batches then hold row ids of its row
+    store among the tuples, and the ids' rows come out of the store as one table. A table of at least
+    ``MIN_ARRAY_ROWS`` rows goes to the array path (any table with ``arrays: true``), a smaller one
+    event by event, as the dicts of its ``ROW_FIELDS``: numpy's cost per call outweighs the row loop
+    on the few rows of a live release.
     """
 
     ROW_FIELDS: ClassVar[tuple[str, ...]]  # the fields the array path takes, in its table's column order
-    #: Its inputs are integer rows (a forwarder's column buffers): on the array path it reads them as columns.
+    #: Its inputs are integer rows (a forwarder's column buffers): it can read them as columns.
     COLUMN_INPUTS: ClassVar[bool] = False
+    #: The ``arrays`` default, i.e. the path of a batch of dicts: false where ``pan bench floor`` measured the
+    #: row loop faster than building int columns from dicts.
+    ARRAYS_DEFAULT: ClassVar[bool] = True
+    #: From this many rows on, a table of row ids goes to the array path (``arrays`` unset): where the array
+    #: path took less time a row than the row loop on dicts made from the table.
+    MIN_ARRAY_ROWS: ClassVar[int] = 256
     arrays: bool  # the ``arrays`` param
     rows_on_arrays: int
     row_store: RowStore | None  # (OrderedComponent's)
 
     @classmethod
-    def default_arrays(cls) -> bool:
-        """The ``arrays`` default: where inputs come as columns (pyarrow there and ``PAN_WIRE`` not ``json``),
-        the array path; otherwise what ``pan bench floor`` measured faster on dicts (``ARRAYS_ON_DICTS``)."""
-        return (cls.COLUMN_INPUTS and arrow_pages.enabled()) or cls.ARRAYS_ON_DICTS
-
-    #: The array path is faster than the per-event one on dicts too (the ``arrays`` default without columns).
-    ARRAYS_ON_DICTS: ClassVar[bool] = True
-
-    @classmethod
     def column_fields(cls, spec: WorkerSpec) -> tuple[str, ...] | None:
-        if cls.COLUMN_INPUTS and arrays_param(spec, cls.default_arrays())[0]:
+        if cls.COLUMN_INPUTS and spec.params.get(PARAM) is not False:
             return cls.ROW_FIELDS
         return None
 
@@ -94,11 +94,11 @@ class ArrayPath:
         self._process_tuples(events)
 
     def _process_rows(self, ids: list[int]) -> None:
-        """Rows of the row store, taken as one table (event by event if the table does not suit the array
-        path: they are then the dicts of their ``ROW_FIELDS``)."""
+        """Rows of the row store, taken as one table: on the array path if it is large enough (or ``arrays``
+        says so) and suits it, else event by event, as the dicts of their ``ROW_FIELDS``."""
         assert self.row_store is not None
         table = self.row_store.take(ids)
-        if self._suits(table):
+        if (self.arrays or len(table) >= self.MIN_ARRAY_ROWS) and self._suits(table):
             self.rows_on_arrays += len(table)
             self._process_table(table)
         else:

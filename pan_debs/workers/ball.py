@@ -67,7 +67,8 @@ class ActiveBall(ArrayPath, OrderedComponent):
 
     ROW_FIELDS = FIELDS
     COLUMN_INPUTS = True
-    ARRAYS_ON_DICTS = False
+    ARRAYS_DEFAULT = False
+    MIN_ARRAY_ROWS = 128  # a table of row ids: the array path from here on (a micro-benchmark, 2026-11-28)
 
     type_name = "active_ball"
     state_attributes = ("active", "bad", "other_sid", "off_half", "outside_game", "switches", "exits", "emitted",
@@ -113,7 +114,7 @@ class ActiveBall(ArrayPath, OrderedComponent):
         self.switches = 0
         self.exits = 0
         self.emitted = 0
-        self.arrays = arrays_param(ctx.spec, default=self.default_arrays())[0]
+        self.arrays = arrays_param(ctx.spec, default=self.ARRAYS_DEFAULT)[0]
         self.rows_on_arrays = 0
 
     def _process_table(self, table: np.ndarray) -> None:

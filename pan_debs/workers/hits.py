@@ -68,7 +68,7 @@ class BallHits(ArrayPath, OrderedComponent):
     """Emits one ``BALLHITS`` tuple per kick: ``player, sid, x, y, z, a``."""
 
     ROW_FIELDS = ("sid", "ts", "x", "y", "z", "a")
-    ARRAYS_ON_DICTS = False
+    ARRAYS_DEFAULT = False
 
     type_name = "ball_hits"
     state_attributes = ("latest", "spike_sid", "spike_done", "spike_last", "spike_start", "bad", "other_sid", "hits",
@@ -121,7 +121,7 @@ class BallHits(ArrayPath, OrderedComponent):
         self.withheld = 0
         self.doubt_markers = 0
         # the array path (not under nfp, which watches every ball row for gaps)
-        self.arrays = arrays_param(ctx.spec, default=self.default_arrays())[0] and not self.nfp
+        self.arrays = arrays_param(ctx.spec, default=self.ARRAYS_DEFAULT)[0] and not self.nfp
         self._player_sids = np.array(sorted(self.owner), dtype=np.int64)
         self._ball_sids = np.array(sorted(self.balls), dtype=np.int64)
         self.rows_on_arrays = 0

@@ -106,7 +106,8 @@ class PlayerAverage(ArrayPath, OrderedComponent):
 
     ROW_FIELDS = ("sid", "ts", *FIELDS)
     COLUMN_INPUTS = True
-    ARRAYS_ON_DICTS = False
+    ARRAYS_DEFAULT = False
+    MIN_ARRAY_ROWS = 512  # a table of row ids: the array path from here on (a micro-benchmark, 2026-11-28)
 
     type_name = "player_average"
     state_attributes = ("_latest", "_slot", "_done", "rows", "bad", "foreign", "stale", "emitted", "rows_on_arrays")
@@ -149,7 +150,7 @@ class PlayerAverage(ArrayPath, OrderedComponent):
         self.foreign = 0
         self.stale = 0
         self.emitted = 0
-        self.arrays = arrays_param(ctx.spec, default=self.default_arrays())[0]
+        self.arrays = arrays_param(ctx.spec, default=self.ARRAYS_DEFAULT)[0]
         self.rows_on_arrays = 0  # rows the array path took (a batch with a row not all ints goes event by event)
 
     def _process_events(self, events: list[Tuple]) -> None:

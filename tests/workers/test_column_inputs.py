@@ -37,10 +37,13 @@ PLAYERS = ["A1", "B3"]
 
 
 class ColumnTwins(Twins):
-    """``arrays`` takes its inputs as columns (row ids), ``per_event`` as dicts."""
+    """``arrays`` takes its inputs as columns (row ids), ``per_event`` as dicts; ``arrays`` None: the twin with
+    columns leaves the param unset (tables of row ids on arrays from ``MIN_ARRAY_ROWS`` on)."""
 
-    def __init__(self, type_name: str, params: dict[str, Any]) -> None:
+    def __init__(self, type_name: str, params: dict[str, Any], arrays: bool | None = True) -> None:
         super().__init__(type_name, {**OFFLINE, **params}, buffer_size=400_000)
+        if arrays is None:
+            self.arrays = build_component(type_name, {**OFFLINE, **params}, buffer_size=400_000)
         assert self.arrays.row_store is not None and self.per_event.row_store is None
         self.next_index: dict[str, int] = {}
 
@@ -104,18 +107,24 @@ def check_same(twins: ColumnTwins) -> dict[str, Any]:
     with_columns, per_event = twins.arrays.counters(), twins.per_event.counters()
     store = with_columns.pop("column_inputs")
     assert with_columns == per_event
-    # Every stored row that was not late (side: those go to the late stream alone) was computed on arrays, and
-    # so were the dicts of the page that was not all ints, but for the run of tuples with the float value.
     ordering = per_event["ordering"]
-    assert store["rows_stored"] - ordering["late"] <= twins.arrays.rows_on_arrays < ordering["released"]
+    if twins.arrays.arrays:
+        # Every stored row that was not late (side: those go to the late stream alone) was computed on arrays,
+        # and so were the dicts of the page that was not all ints, but for the run of tuples with the float.
+        assert store["rows_stored"] - ordering["late"] <= twins.arrays.rows_on_arrays < ordering["released"]
+    else:  # arrays unset: tables of row ids from MIN_ARRAY_ROWS on, dicts event by event
+        assert 0 < twins.arrays.rows_on_arrays <= store["rows_stored"] - ordering["late"]
     assert twins.per_event.rows_on_arrays == 0
     assert store["rows_held"] == 0 and store["chunks_held"] == 0 and store["batches_as_tuples"] == 1
     assert with_columns["untimed_tuples"] == 1
     return store
 
 
-def test_player_averages_from_column_inputs_are_the_per_event_paths(match_rows: np.ndarray) -> None:
-    twins = ColumnTwins("player_average", {"players": ["A1", "A2", "B3", "REFEREE"], "arrays": True})
+@pytest.mark.parametrize("arrays", [True, None])
+def test_player_averages_from_column_inputs_are_the_per_event_paths(
+    match_rows: np.ndarray, arrays: bool | None
+) -> None:
+    twins = ColumnTwins("player_average", {"players": ["A1", "A2", "B3", "REFEREE"]}, arrays)
     streams = list(twins.arrays.ctx.inputs)
     feed_in_rounds(twins, match_rows, streams, 6)
     store = check_same(twins)
@@ -126,8 +135,9 @@ def test_player_averages_from_column_inputs_are_the_per_event_paths(match_rows: 
     assert len(twins.arrays.ctx.outputs[late_stream].buffer) == late  # the late rows, as whole tuples
 
 
-def test_the_active_ball_from_column_inputs_is_the_per_event_paths(match_rows: np.ndarray) -> None:
-    twins = ColumnTwins("active_ball", {"arrays": True})
+@pytest.mark.parametrize("arrays", [True, None])
+def test_the_active_ball_from_column_inputs_is_the_per_event_paths(match_rows: np.ndarray, arrays: bool | None) -> None:
+    twins = ColumnTwins("active_ball", {}, arrays)
     streams = [debs.sensor_stream(b) for b in debs.BALLS]
     in_play = match_rows[np.isin(match_rows[:, 0], debs.BALLS_FIRST_HALF) & (match_rows[:, 1] >= debs.FIRST_HALF[0])]
     feed_in_rounds(twins, in_play, streams, 4)
@@ -136,13 +146,14 @@ def test_the_active_ball_from_column_inputs_is_the_per_event_paths(match_rows: n
 
 
 def test_column_inputs_follow_the_arrays_param_and_the_wire(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Arrays on (the default with Arrow): column inputs; off, or ``PAN_WIRE=json``: dicts."""
-    assert build_component("player_average", {"players": ["A1"]}).row_store is not None
+    """``arrays`` unset or true (with Arrow on): column inputs; false, or ``PAN_WIRE=json``: dicts alone."""
+    default = build_component("player_average", {"players": ["A1"]})
+    assert default.row_store is not None and default.arrays is False  # dicts still go event by event
+    assert build_component("player_average", {"players": ["A1"], "arrays": True}).row_store is not None
     assert build_component("player_average", {"players": ["A1"], "arrays": False}).row_store is None
     assert build_component("ball_hits", {"arrays": True}).row_store is None  # its input is no column buffer
     monkeypatch.setenv(arrow_pages.WIRE_ENV, "json")
-    per_event = build_component("player_average", {"players": ["A1"]})
-    assert per_event.row_store is None and per_event.arrays is False
+    assert build_component("player_average", {"players": ["A1"]}).row_store is None
 
 
 def player_average(name: str, **params: Any) -> dict[str, Any]:
@@ -157,19 +168,26 @@ async def published(worker: Worker, stream: str) -> list[bytes]:
 async def test_a_worker_pulls_arrow_pages_into_its_row_store_and_json_pages_as_dicts(
     repository: RepositoryServer, workers: WorkerGroup, match_rows: np.ndarray
 ) -> None:
-    """A real forwarder (column buffers) and a player-average worker pulling it over HTTP: the worker's
-    outputs are those of the per-event path offline, whether the forwarder answers Arrow pages (rows into the
-    row store) or, as an older peer, only JSON (its tuples stay dicts)."""
+    """A real forwarder (column buffers) and player-average workers pulling it over HTTP write what the per-event
+    path writes offline: one that finds a backlog (its first pages as Arrow, rows into its row store) and then
+    long-polls new rows as JSON (dicts, mixed with the row ids in the ordering unit), and one reading a
+    forwarder that answers only JSON, as an older peer."""
     sids = [sid for player in PLAYERS for sid in debs.PLAYER_SENSORS[player]]
     start = int(match_rows[0, 1])
     part = match_rows[np.isin(match_rows[:, 0], sids) & (match_rows[:, 1] < start + 3 * PS_PER_S)]
+    backlog = part[part[:, 1] < start + 2 * PS_PER_S]
     streams = [debs.sensor_stream(sid) for sid in sids]
     lines = [b"%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d" % tuple(row) for row in part.tolist()]
-    lines += [orjson.dumps({"stream": s, "ts": END_OF_STREAM, "promise": True}) for s in streams]
+    ends = [orjson.dumps({"stream": s, "ts": END_OF_STREAM, "promise": True}) for s in streams]
     source = forwarder("F", streams, buffer_size=50_000)
     [fwd] = await workers.start(make_workflow(repository.port, [source]))
-    await send_lines(HOST, source["params"]["ingest_port"], lines)
-    await wait_until(lambda: all(fwd.outputs[s].progress.wm == END_OF_STREAM for s in streams), timeout_s=60)
+    await send_lines(HOST, source["params"]["ingest_port"], lines[:len(backlog)])
+    await wait_until(lambda: sum(len(fwd.outputs[s].buffer) for s in streams) == len(backlog), timeout_s=60)
+
+    [live] = await workers.start(make_workflow(repository.port, [source, player_average("live")]), names=["live"])
+    await wait_until(lambda: sum(c.counters.received for c in live.inputs.values()) == len(backlog), timeout_s=60)
+    await send_lines(HOST, source["params"]["ingest_port"], lines[len(backlog):] + ends)  # to its long polls
+    await wait_until(lambda: all(live.outputs[p].progress.wm == END_OF_STREAM for p in PLAYERS), timeout_s=60)
 
     reference = build_component("player_average", {"players": PLAYERS, "clock_mode": "watermark", "arrays": False})
     for stream in streams:
@@ -178,17 +196,13 @@ async def test_a_worker_pulls_arrow_pages_into_its_row_store_and_json_pages_as_d
     expected = {p: output_tuples(reference, p) for p in PLAYERS}
     assert min(map(len, expected.values())) > 100
 
-    for arrow in (True, False):
-        fwd.api.arrow = arrow
-        name = f"P{int(arrow)}"
-        [worker] = await workers.start(make_workflow(repository.port, [source, player_average(name)]),
-                                       names=[name])
-        await wait_until(lambda w=worker: all(w.outputs[p].progress.wm == END_OF_STREAM for p in PLAYERS),
-                         timeout_s=60)
+    fwd.api.arrow = False  # now an older peer
+    [old] = await workers.start(make_workflow(repository.port, [source, player_average("old")]), names=["old"])
+    await wait_until(lambda: all(old.outputs[p].progress.wm == END_OF_STREAM for p in PLAYERS), timeout_s=60)
+    for worker, stored in ((live, len(backlog)), (old, 0)):
         for player in PLAYERS:
-            assert [orjson.loads(t) for t in await published(worker, player)] == expected[player], (arrow, player)
+            got = [orjson.loads(t) for t in await published(worker, player)]
+            assert got == expected[player], (worker.spec.name, player)
         store = worker.component.counters()["column_inputs"]
-        assert store["rows_held"] == 0 and store["batches_as_tuples"] == 0
-        assert (store["rows_stored"] == len(part)) is arrow and (store["rows_stored"] == 0) is not arrow
-        await worker.stop()
-        workers.workers.remove(worker)
+        assert store["rows_stored"] == stored and store["rows_held"] == 0 and store["batches_as_tuples"] == 0
+        assert sum(c.counters.received for c in worker.inputs.values()) == len(part)
