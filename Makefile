@@ -86,6 +86,7 @@ bench: $(STAMP) chromium
 	$(BIN)/pan bench distribution --write docs/benchmarks.md
 	$(BIN)/pan bench replay --per-worker --profile 20 --write docs/benchmarks.md
 	$(BIN)/pan bench floor --reps 5 --write docs/benchmarks.md
+	$(BIN)/pan bench arrays --reps 5 --write docs/benchmarks.md
 	$(BIN)/pan bench chaos --write docs/benchmarks.md
 	$(BIN)/pan bench ordering-modes --write docs/ordering.md
 	$(BIN)/pan bench speculation --write docs/benchmarks.md

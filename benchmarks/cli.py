@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, str] = {
     "distribution": "benchmarks.distribution",
     "replay": "benchmarks.replay_bench",
     "floor": "benchmarks.floor_bench",
+    "arrays": "benchmarks.arrays_bench",
     "chaos": "benchmarks.chaos",
     "ordering-modes": "benchmarks.ordering_modes",
     "speculation": "benchmarks.speculation",
