@@ -8,12 +8,15 @@ rows, and otherwise event by event on dicts made from the table (what
 is paid per batch, the row loop's per row. This benchmark times both on the
 rows of a generated match, cut into batches of each size, and reports the
 time per row of each, their ratio, and the smallest size from which the
-array path is faster; the threshold in the code should be near it.
+array path is faster; the threshold in the code should be near it. The
+components' buffers are frozen for the garbage collector while timed, as a
+peer freezes its workers' (``pan/peer.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -63,17 +66,22 @@ def time_paths(type_name: str, params: dict[str, Any], rows: np.ndarray, size: i
     from pan_debs.simulator.debs_rows import SENSOR_FIELDS
 
     on_arrays = build_component(type_name, {**params, "arrays": True})
-    table = rows[:, [SENSOR_FIELDS.index(field) for field in on_arrays.ROW_FIELDS]]
-    started = time.perf_counter()
-    for k in range(0, len(table), size):
-        on_arrays._process_table(table[k:k + size])
-    arrays_s = time.perf_counter() - started
     per_event = build_component(type_name, {**params, "arrays": False})
+    table = rows[:, [SENSOR_FIELDS.index(field) for field in on_arrays.ROW_FIELDS]]
     names = per_event.ROW_FIELDS
-    started = time.perf_counter()
-    for k in range(0, len(table), size):
-        per_event._process_events([dict(zip(names, row, strict=True)) for row in table[k:k + size].tolist()])
-    events_s = time.perf_counter() - started
+    gc.collect()
+    gc.freeze()  # as a peer does once its workers run (pan/peer.py): the collector never walks their buffers
+    try:
+        started = time.perf_counter()
+        for k in range(0, len(table), size):
+            on_arrays._process_table(table[k:k + size])
+        arrays_s = time.perf_counter() - started
+        started = time.perf_counter()
+        for k in range(0, len(table), size):
+            per_event._process_events([dict(zip(names, row, strict=True)) for row in table[k:k + size].tolist()])
+        events_s = time.perf_counter() - started
+    finally:
+        gc.unfreeze()
     return arrays_s / len(table), events_s / len(table)
 
 

@@ -68,7 +68,7 @@ class ActiveBall(ArrayPath, OrderedComponent):
     ROW_FIELDS = FIELDS
     COLUMN_INPUTS = True
     ARRAYS_DEFAULT = False
-    MIN_ARRAY_ROWS = 128  # tables of row ids: the array path from here on (`pan bench arrays`)
+    MIN_ARRAY_ROWS = 256  # tables of row ids: the array path from here on (`pan bench arrays`)
 
     type_name = "active_ball"
     state_attributes = ("active", "bad", "other_sid", "off_half", "outside_game", "switches", "exits", "emitted",

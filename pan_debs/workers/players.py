@@ -107,7 +107,7 @@ class PlayerAverage(ArrayPath, OrderedComponent):
     ROW_FIELDS = ("sid", "ts", *FIELDS)
     COLUMN_INPUTS = True
     ARRAYS_DEFAULT = False
-    MIN_ARRAY_ROWS = 512  # tables of row ids: the array path from here on (`pan bench arrays`)
+    MIN_ARRAY_ROWS = 1024  # tables of row ids: the array path from here on (`pan bench arrays`)
 
     type_name = "player_average"
     state_attributes = ("_latest", "_slot", "_done", "rows", "bad", "foreign", "stale", "emitted", "rows_on_arrays")
