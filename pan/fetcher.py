@@ -28,6 +28,7 @@ import orjson
 
 from pan import arrow_pages, line_pages
 from pan.auth import bearer
+from pan.column_ring import DEFAULT_HOT
 from pan.local import DataFunction, LocalPublishers
 from pan.page_batches import PageBatcher, SubscriberRefused, decoded_line_pages
 from pan.repository_client import BadAnswer, Source
@@ -36,6 +37,9 @@ from pan.web import BadRequest, NotFound
 
 _INDEX = itemgetter("i")
 Wire = Literal["json", "arrow"]
+#: The largest JSON page a ``columns="prefer"`` reader long-polls for once caught up: what a column buffer keeps
+#: as JSON (pan/column_ring.py), so that such a page is mostly a join of kept bytes.
+POLL_PAGE = DEFAULT_HOT
 #: The ``Accept`` of each wire format: Arrow preferred, JSON acceptable (q=0.5), so any publisher can answer.
 ACCEPT: dict[Wire, str] = {
     "arrow": f"{arrow_pages.ARROW_TYPE}, application/json;q=0.5",
@@ -80,9 +84,10 @@ class PageFetcher:
         are one pyarrow record batch, with their ``indices`` beside them (Arrow pages; no batcher); ``"prefer"``:
         columns for the first page and whenever the reader is behind (``get(wait=False)``: a page of up to
         ``page_size`` rows, where columns save a JSON render and decode per tuple), JSON pages (and the
-        batcher) for the long polls of a reader that caught up, whose few new tuples cost less as JSON than
-        an Arrow page's fixed cost; a page the publisher answers in JSON keeps its tuples as dicts (not
-        transposed)."""
+        batcher) of at most ``POLL_PAGE`` tuples for the long polls of a reader that caught up: their few new
+        tuples cost less as JSON than an Arrow page's fixed cost, and should many have come meanwhile, the
+        reader is behind after that page and reads the rest as columns. A page the publisher answers in
+        JSON keeps its tuples as dicts (not transposed)."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -126,16 +131,17 @@ class PageFetcher:
         and ``ValueError``, ``aiohttp.ClientError``, ``TimeoutError`` or ``OSError`` if it fails.
         """
         columns = self.columns and not (self.tuples_from_json and wait and self._answered)  # "prefer": behind
+        page_size = self.page_size if columns or not self.tuples_from_json else min(self.page_size, POLL_PAGE)
         serve = self.local.lookup(source.host, source.port) if self.local is not None else None
         if serve is not None:
-            body = await self._get_local(serve, source, after, raw_generation, wait, columns)
+            body = await self._get_local(serve, source, after, raw_generation, wait, columns, page_size)
             if columns and not body.startswith(b"{"):
                 return self._checked(_arrow_page(body, True), False)
             return self._checked(body, self.encoded)
         if after is None:
             params = {"s": self.stream, "l": "1"}
         else:
-            params = {"s": self.stream, "i": str(after), "n": str(self.page_size)}
+            params = {"s": self.stream, "i": str(after), "n": str(page_size)}
             if self.max_wait_ms and wait:
                 params["w"] = str(self.max_wait_ms)
             if self.wake_on_meta:
@@ -188,13 +194,13 @@ class PageFetcher:
 
     async def _get_local(
         self, serve: DataFunction, source: Source, after: int | None, raw_generation: int | None, wait: bool,
-        columns: bool,
+        columns: bool, page_size: int,
     ) -> bytes:
         """The same fetch as over HTTP, answered by a publisher in this process."""
         if after is None:
             after, oldest, latest, wait_ms = -1, None, 1, 0
         else:
-            oldest, latest, wait_ms = self.page_size, None, self.max_wait_ms if wait else 0
+            oldest, latest, wait_ms = page_size, None, self.max_wait_ms if wait else 0
         try:
             return await serve(
                 self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation,
