@@ -36,6 +36,8 @@ class DataQuery:
     hold: str | None
     #: The raw view of a speculative output, for a reader that has seen this retract generation; None: settled.
     raw_generation: int | None
+    #: Arrow only for a page of at least this many tuples (a reader that takes both); None: whenever asked.
+    arrow_from: int | None = None
 
 
 def data_query(q: Mapping[str, str]) -> DataQuery:
@@ -51,12 +53,14 @@ def data_query(q: Mapping[str, str]) -> DataQuery:
     if view not in ("settled", "raw"):
         raise BadRequest("parameter 'view' must be 'settled' or 'raw'")
     generation = query_int(q, "g", default=0, minimum=0, maximum=MAX_INDEX)
+    arrow_from = query_int(q, "a", minimum=1, maximum=MAX_PAGE)
     if latest is not None and oldest is not None:
         raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
     if hold is not None and not HOLDER_NAME.fullmatch(hold):
         raise BadRequest("parameter 'hold' must be 1-64 letters, digits or . _ : -")
     assert name is not None and after is not None and wait_ms is not None
-    return DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, generation if view == "raw" else None)
+    return DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, generation if view == "raw" else None,
+                     arrow_from)
 
 
 def pages_body(body: bytes) -> tuple[list[str], int, bool]:

@@ -37,8 +37,8 @@ from pan.web import BadRequest, NotFound
 
 _INDEX = itemgetter("i")
 Wire = Literal["json", "arrow"]
-#: The largest JSON page a ``columns="prefer"`` reader long-polls for once caught up: what a column buffer keeps
-#: as JSON (pan/column_ring.py), so that such a page is mostly a join of kept bytes.
+#: A ``columns="prefer"`` reader's pages: JSON up to this many tuples, what a column buffer keeps as JSON
+#: (pan/column_ring.py), so that such a page is mostly a join of kept bytes; Arrow from there on.
 POLL_PAGE = DEFAULT_HOT
 #: The ``Accept`` of each wire format: Arrow preferred, JSON acceptable (q=0.5), so any publisher can answer.
 ACCEPT: dict[Wire, str] = {
@@ -83,11 +83,12 @@ class PageFetcher:
         pages whatever ``wire`` says; the batcher must ask for line pages too); ``columns``: a page's ``tuples``
         are one pyarrow record batch, with their ``indices`` beside them (Arrow pages; no batcher); ``"prefer"``:
         columns for the first page and whenever the reader is behind (``get(wait=False)``: a page of up to
-        ``page_size`` rows, where columns save a JSON render and decode per tuple), JSON pages (and the
-        batcher) of at most ``POLL_PAGE`` tuples for the long polls of a reader that caught up: their few new
-        tuples cost less as JSON than an Arrow page's fixed cost, and should many have come meanwhile, the
-        reader is behind after that page and reads the rest as columns. A page the publisher answers in
-        JSON keeps its tuples as dicts (not transposed)."""
+        ``page_size`` rows, where columns save a JSON render and decode per tuple), but only for a page of
+        at least ``POLL_PAGE`` tuples (``/data?a=``; a smaller one is JSON: an Arrow page's fixed cost is more
+        than the JSON of a few tuples that a column buffer still keeps); JSON pages (and the batcher) of at
+        most ``POLL_PAGE`` tuples for the long polls of a reader that caught up: should many tuples have come
+        meanwhile, the reader is behind after that page and reads the rest as columns. A page the publisher
+        answers in JSON keeps its tuples as dicts (not transposed)."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -132,9 +133,10 @@ class PageFetcher:
         """
         columns = self.columns and not (self.tuples_from_json and wait and self._answered)  # "prefer": behind
         page_size = self.page_size if columns or not self.tuples_from_json else min(self.page_size, POLL_PAGE)
+        arrow_from = POLL_PAGE if columns and self.tuples_from_json else None
         serve = self.local.lookup(source.host, source.port) if self.local is not None else None
         if serve is not None:
-            body = await self._get_local(serve, source, after, raw_generation, wait, columns, page_size)
+            body = await self._get_local(serve, source, after, raw_generation, wait, columns, page_size, arrow_from)
             if columns and not body.startswith(b"{"):
                 return self._checked(_arrow_page(body, True), False)
             return self._checked(body, self.encoded)
@@ -148,6 +150,8 @@ class PageFetcher:
                 params["m"] = "1"
             if self.hold is not None:
                 params["hold"] = self.hold
+            if arrow_from is not None:
+                params["a"] = str(arrow_from)
         if raw_generation is not None:
             params["view"], params["g"] = "raw", str(raw_generation)
         if self.batcher is not None and not columns:
@@ -194,7 +198,7 @@ class PageFetcher:
 
     async def _get_local(
         self, serve: DataFunction, source: Source, after: int | None, raw_generation: int | None, wait: bool,
-        columns: bool, page_size: int,
+        columns: bool, page_size: int, arrow_from: int | None,
     ) -> bytes:
         """The same fetch as over HTTP, answered by a publisher in this process."""
         if after is None:
@@ -204,7 +208,7 @@ class PageFetcher:
         try:
             return await serve(
                 self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation,
-                "lines" if self.encoded else "arrow" if columns else "json",
+                "lines" if self.encoded else "arrow" if columns else "json", arrow_from,
             )
         except NotFound as exc:
             raise ValueError(f"{source.endpoint}: {exc.message}") from None

@@ -20,9 +20,10 @@ from typing import Literal
 
 #: How a page is written: a JSON page, a line page (pan/line_pages.py) or an Arrow page (pan/arrow_pages.py).
 PageForm = Literal["json", "lines", "arrow"]
-#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, form)`` -> the `/data`
-#: answer body (``form="arrow"``: JSON where the page is not columnar).
-DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None, int | None, PageForm],
+#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, form, arrow_from)`` ->
+#: the `/data` answer body (``form="arrow"``: JSON where the page is not columnar, or holds fewer tuples than
+#: ``arrow_from``).
+DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None, int | None, PageForm, int | None],
                         Awaitable[bytes]]
 
 

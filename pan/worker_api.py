@@ -103,6 +103,12 @@ def _oldest(query: DataQuery) -> int | None:
     return DEFAULT_PAGE if query.latest is None and query.oldest is None else query.oldest
 
 
+def _page_tuples(stream: OutputStream, query: DataQuery) -> int:
+    """How many tuples the page of ``query`` holds (index holes counted, as they are rare)."""
+    start, end, _missed = stream.buffer.span(query.after, oldest=_oldest(query), latest=query.latest)
+    return end - start
+
+
 def _arrow_from_rows(stream: OutputStream, query: DataQuery) -> bytes | None:
     """The Arrow page of ``query`` made straight from a column buffer's rows (None: not one, or not here)."""
     if type(stream) is not ColumnOutputStream or query.raw_generation is not None:
@@ -144,7 +150,7 @@ class WorkerApi:
         form: PageForm = "lines" if wanted == line_pages.LINES_TYPE else "arrow" if wanted == arrow_pages.ARROW_TYPE \
             else "json"
         body = await self.serve_data(query.name, query.after, query.oldest, query.latest, query.wait_ms,
-                                     query.wake_on_meta, query.hold, query.raw_generation, form)
+                                     query.wake_on_meta, query.hold, query.raw_generation, form, query.arrow_from)
         if form == "lines":
             return web.Response(body=body, content_type=line_pages.LINES_TYPE, headers=VARY)
         if form == "arrow" and not body.startswith(b"{"):
@@ -193,6 +199,7 @@ class WorkerApi:
     async def serve_data(
         self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
         hold: str | None = None, raw_generation: int | None = None, form: PageForm = "json",
+        arrow_from: int | None = None,
     ) -> bytes:
         """The `/data` answer body for validated parameters (HTTP and in-process subscribers).
 
@@ -200,11 +207,12 @@ class WorkerApi:
         the raw view of a speculative output (with the retract generation the reader has seen); None: settled.
         ``form``: ``json``, ``lines`` (a line page, pan/line_pages.py) or ``arrow`` (an Arrow page,
         pan/arrow_pages.py, where this worker serves Arrow and the page is columnar; else the JSON page, which
-        begins with ``{`` as no Arrow stream does).
+        begins with ``{`` as no Arrow stream does). ``arrow_from``: Arrow only for a page of at least that many
+        tuples.
         """
-        query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation)
+        query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, arrow_from)
         stream = await self._ready_stream(query)
-        if form == "arrow" and self.arrow:
+        if form == "arrow" and self.arrow and (arrow_from is None or _page_tuples(stream, query) >= arrow_from):
             encoded = _arrow_from_rows(stream, query)
             if encoded is not None:
                 return encoded

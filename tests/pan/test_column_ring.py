@@ -17,6 +17,7 @@ from pan import arrow_pages
 from pan.builtin_components import Forwarder
 from pan.client import StreamSubscriber
 from pan.column_ring import ColumnOutputStream, IntColumnRing
+from pan.fetcher import ACCEPT
 from pan.ingest import send_lines
 from pan.int_csv import RowBlock, parse_block, render_values
 from pan.progress import EMPTY
@@ -327,3 +328,30 @@ async def test_a_large_batch_is_stored_whole_though_only_its_newest_rows_are_ren
     expected = encodings(0, np.concatenate([rows, rows]))
     assert stream.buffer.read(-1, oldest=5000).items == expected
     assert stream.buffer.hot_items(0, 2000) == expected[-stream.hot_rows :]
+
+
+async def test_arrow_is_answered_only_for_a_page_of_at_least_a_tuples(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """``/data?a=N`` with an Accept that prefers Arrow: Arrow for a page of N tuples or more, JSON below (the
+    same page), also in process; a bad ``a`` is a clear 400."""
+    spec = forwarder("C", ["SENSOR4"], buffer_size=2000)
+    [worker] = await workers.start(make_workflow(repository.port, [spec]))
+    rows = random_rows(random.Random(4), 600, wide=0)
+    rows[:, 0], rows[:, 1] = 4, np.arange(600) * 10**9
+    await send_lines(HOST, spec["params"]["ingest_port"], [b",".join(b"%d" % v for v in row) for row in rows.tolist()])
+    await wait_until(lambda: worker.outputs["SENSOR4"].buffer.last == 599, timeout_s=30)
+    accept = {"Accept": ACCEPT["arrow"]}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        url = f"http://{worker.endpoint}/data"
+        for after, n, arrow in ((590, 300, False), (100, 300, True), (-1, 100, False), (298, 301, True)):
+            params = {"s": "SENSOR4", "i": str(after), "n": str(n), "a": "300"}
+            async with session.get(url, params=params, headers=accept) as response:
+                body = await response.read()
+                assert response.status == 200 and (response.content_type == arrow_pages.ARROW_TYPE) is arrow
+            local = await worker.api.serve_data("SENSOR4", after, n, None, 0, False, None, None, "arrow", 300)
+            assert local == body  # in process: the same answer
+            page = arrow_pages.decode_page(body) if arrow else orjson.loads(body)
+            assert [t["i"] for t in page["tuples"]] == list(range(after + 1, min(after + 1 + n, 600)))
+        async with session.get(url, params={"s": "SENSOR4", "a": "0"}, headers=accept) as response:
+            assert response.status == 400 and "'a'" in (await response.text())
