@@ -324,7 +324,8 @@ class OrderedComponent(Component):
         if all_rows:  # the usual batch: all rows of column pages
             self._handle(self.unit.push_timed(stream, self.row_store.ts(events), events))
             return
-        tss = [self.item_ts(item) for item in events]
+        id_ts = iter(self.row_store.ts([item for item in events if type(item) is int]))  # one lookup for all ids
+        tss = [next(id_ts) if type(item) is int else self.item_ts(item) for item in events]
         timed = [k for k, ts in enumerate(tss) if type(ts) is int]
         if len(timed) < len(events):
             self.untimed_tuples += len(events) - len(timed)

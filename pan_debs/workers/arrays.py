@@ -86,18 +86,26 @@ class ArrayPath:
         return None
 
     def process(self, events: list[Any]) -> None:
-        if self.row_store is not None and events and int in set(map(type, events)):
-            for ids, run in groupby(events, key=_is_row_id):  # runs of row ids and of tuples, in order
+        kinds = set(map(type, events)) if self.row_store is not None else set()
+        if kinds == {int}:  # row ids alone: one table
+            self._process_rows(self.row_store.take(events))  # type: ignore[union-attr]
+        elif int in kinds:  # runs of row ids among tuples, in order: their rows taken at once, then run by run
+            assert self.row_store is not None
+            table = self.row_store.take([item for item in events if type(item) is int])
+            at = 0
+            for ids, run in groupby(events, key=_is_row_id):
                 items = list(run)
-                (self._process_rows if ids else self._process_tuples)(items)
-            return
-        self._process_tuples(events)
+                if ids:
+                    self._process_rows(table[at:at + len(items)])
+                    at += len(items)
+                else:
+                    self._process_tuples(items)
+        else:
+            self._process_tuples(events)
 
-    def _process_rows(self, ids: list[int]) -> None:
-        """Rows of the row store, taken as one table: on the array path if it is large enough (or ``arrays``
+    def _process_rows(self, table: np.ndarray) -> None:
+        """Rows taken from the row store as one table: on the array path if it is large enough (or ``arrays``
         says so) and suits it, else event by event, as the dicts of their ``ROW_FIELDS``."""
-        assert self.row_store is not None
-        table = self.row_store.take(ids)
         if (self.arrays or len(table) >= self.MIN_ARRAY_ROWS) and self._suits(table):
             self.rows_on_arrays += len(table)
             self._process_table(table)
