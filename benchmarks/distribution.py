@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         for rep in range(args.reps):
             for source, pulls in variants:
                 name = source.stem if pulls is None else f"{source.stem} ({pulls} pulls)"
-                for wire in args.wires:  # interleaved: json, arrow, json, arrow, ...
+                # Interleaved, the order turned round every repetition: a run leaves the load high for the next.
+                for wire in args.wires if rep % 2 == 0 else reversed(args.wires):
                     run_dir = work / f"{source.stem}-{pulls}-{wire}-{rep}"
                     run_dir.mkdir()
                     workflow = query_delay.on_free_ports_copy(source, run_dir)

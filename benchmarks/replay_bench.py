@@ -389,7 +389,8 @@ def run(args: argparse.Namespace) -> int:
             layout: {name: [] for name, _, _ in runs_of} for layout in layouts}
         for rep in range(args.reps):
             for layout in layouts:  # interleaved: layouts, wires and recorders take turns in every repetition
-                for n, (name, wire, decode) in enumerate(runs_of):
+                numbered = list(enumerate(runs_of))  # the order turned round every repetition: a run leaves
+                for n, (name, wire, decode) in numbered if rep % 2 == 0 else numbered[::-1]:  # the load high
                     result = measure(moved[layout], data, work / layout / f"{wire}-{n}-{rep}", span_s, wire,
                                      decode=decode)
                     by_run[layout][name].append(result)
