@@ -79,7 +79,8 @@ def test_active_ball_rows_that_are_not_all_ints(rows: np.ndarray) -> None:
     del events[11]["vx"]
     pair = Twins("active_ball", OFFLINE, buffer_size=100_000)
     in_batches(pair, events, 300)
-    assert pair.arrays.counters() == pair.per_event.counters() and pair.compared > 1000
+    on_arrays = {k: v for k, v in pair.arrays.counters().items() if k != "column_inputs"}  # (its row store's)
+    assert on_arrays == pair.per_event.counters() and pair.compared > 1000
 
 
 def test_the_arrays_param_is_a_bool() -> None:
