@@ -160,4 +160,4 @@ def _ts_of(component: OrderedComponent, items: list[Any]) -> list[Any]:
     """The ts of held items: a row id's from the component's row store, a tuple's own."""
     if component.row_store is not None and set(map(type, items)) == {int}:
         return component.row_store.ts(items)
-    return [component.item_ts(item) if type(item) is int else item["ts"] for item in items]
+    return component.items_ts(items)

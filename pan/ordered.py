@@ -324,13 +324,19 @@ class OrderedComponent(Component):
         if all_rows:  # the usual batch: all rows of column pages
             self._handle(self.unit.push_timed(stream, self.row_store.ts(events), events))
             return
-        id_ts = iter(self.row_store.ts([item for item in events if type(item) is int]))  # one lookup for all ids
-        tss = [next(id_ts) if type(item) is int else self.item_ts(item) for item in events]
+        tss = self.items_ts(events)
         timed = [k for k, ts in enumerate(tss) if type(ts) is int]
         if len(timed) < len(events):
             self.untimed_tuples += len(events) - len(timed)
             self.ctx.log.warning("%s: %d tuples without an integer ts dropped", stream, len(events) - len(timed))
         self._handle(self.unit.push_timed(stream, [tss[k] for k in timed], [events[k] for k in timed]))
+
+    def items_ts(self, items: list[Any]) -> list[Any]:
+        """``item_ts`` of every item, with one row-store lookup for all the row ids among them."""
+        if self.row_store is None:
+            return [self.item_ts(item) for item in items]
+        id_ts = iter(self.row_store.ts([item for item in items if type(item) is int]))
+        return [next(id_ts) if type(item) is int else self.item_ts(item) for item in items]
 
     def item_ts(self, item: Any) -> Any:
         """An input item's ``ts``: a row id's from the row store, a tuple's own (anything, even missing)."""
