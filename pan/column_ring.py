@@ -22,10 +22,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import orjson
 
-from pan.int_csv import IntCsvLayout, render_values
+from pan.int_csv import IntCsvLayout, render_indexed
 from pan.progress import EMPTY, StreamProgress
 from pan.ringbuffer import RingBuffer, write_wrapped
+from pan.row_store import RowTable
 from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE, PAGE_BYTES, OutputStream
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -44,6 +46,7 @@ class IntColumnRing(RingBuffer[bytes]):
         self.layout = layout
         self.width = len(layout.fields)
         self._others = [column for column in range(self.width) if column != layout.ts_column]
+        self._others_in_page = np.array(self._others, dtype=np.intp) + 1  # (after the index, in ``indexed_rows``)
         # Pages of an np.empty array become resident as rows are written: an unfilled ring costs no memory.
         # ts (picoseconds) needs 64 bits; the other columns take 32 until a value does not fit (``_widen``).
         self._ts = np.empty(capacity, dtype=np.int64)
@@ -144,7 +147,7 @@ class IntColumnRing(RingBuffer[bytes]):
         items: list[bytes] = []
         if start < hot_from:
             cold_end = min(end, hot_from)
-            items = render_values(self.layout, start, self.rows(start, cold_end))
+            items = render_indexed(self.layout, self.indexed_rows(start, cold_end))
             self.rendered_again += len(items)
             start = cold_end
         if start < end:
@@ -161,19 +164,19 @@ class IntColumnRing(RingBuffer[bytes]):
         items = self._hot[lo : hi or hot] if lo < hi or hi == 0 else self._hot[lo:] + self._hot[:hi]
         return items  # type: ignore[return-value]
 
-    def columns(self, start: int, end: int) -> list[np.ndarray]:
-        """Each field's int64 values for indices [start, end), which must be held, in the layout's order."""
-        rows = self.rows(start, end)
-        return [rows[:, column] for column in range(self.width)]
-
     def rows(self, start: int, end: int) -> np.ndarray:
         """The int64 rows of indices [start, end), which must be held (a copy)."""
+        return self.indexed_rows(start, end)[:, 1:]
+
+    def indexed_rows(self, start: int, end: int) -> np.ndarray:
+        """``rows`` with each row's index before its fields: the columns of a page (``i`` and the layout's)."""
         if start < self._first or end > self._next:
             raise IndexError(f"rows {start}..{end - 1} are not all held ({self.first}..{self.last})")
         positions = _positions(start, end, self.capacity)
-        rows = np.empty((end - start, self.width), dtype=np.int64)
-        rows[:, self.layout.ts_column] = self._ts[positions]
-        rows[:, self._others] = self._values[positions]
+        rows = np.empty((end - start, self.width + 1), dtype=np.int64)
+        rows[:, 0] = np.arange(start, end)
+        rows[:, 1 + self.layout.ts_column] = self._ts[positions]
+        rows[:, self._others_in_page] = self._values[positions]
         return rows
 
 
@@ -194,6 +197,7 @@ class ColumnOutputStream(OutputStream):
         super().__init__(name, 1, progress, byte_budget)
         self.buffer = IntColumnRing(capacity, layout)
         self.base_capacity = capacity
+        self._page_names = ("i", *layout.fields)
 
     def extend_rows(self, rows: np.ndarray, encoded: list[bytes]) -> None:
         """Append ``rows`` with indices from ``next_index`` on; ``encoded``: the stored tuples (with their indices,
@@ -219,18 +223,41 @@ class ColumnOutputStream(OutputStream):
         """
         from pan import arrow_pages
 
+        read = self._row_read(after, oldest, latest)
+        if read is None:
+            return None
+        rows, missed = read
+        header = b'{"status":"ok","stream":%b,"first":%d,"last":%d,"missed":%d,"meta":%b}' % (
+            self._name_json, self.buffer.first, self.buffer.last, missed, self._meta_json())
+        return arrow_pages.encode_int_columns(header, self._page_names, list(rows.T))
+
+    def row_page(self, after: int, *, oldest: int | None, latest: int | None) -> dict[str, Any] | None:
+        """``arrow_page``'s page for a reader in this process, decoded already: its ``tuples`` are the rows
+        themselves (a ``RowTable``, pan/row_store.py), ``indices`` their indices. No encoding, no decoding:
+        the rows are gathered from the ring once, into the table the reader's row store keeps."""
+        read = self._row_read(after, oldest, latest)
+        if read is None:
+            return None
+        rows, missed = read
+        page = {"status": "ok", "stream": self.name, "first": self.buffer.first, "last": self.buffer.last,
+                "missed": missed, "meta": orjson.loads(self._meta_json())}
+        if len(rows):
+            page["tuples"], page["indices"] = RowTable(self._page_names, rows), rows[:, 0].tolist()
+        else:
+            page["tuples"], page["indices"] = [], []
+        return page
+
+    def _row_read(self, after: int, oldest: int | None, latest: int | None) -> tuple[np.ndarray, int] | None:
+        """The rows (index first) a page of this read holds and how many tuples it missed; None where this
+        stream has a settled view or retractions."""
         if self.settled is not None or self.retractions:
             return None
-        buffer = self.buffer
         if latest is None:
             oldest = self.arrow_page_rows if oldest is None else min(oldest, self.arrow_page_rows)
-        start, end, missed = buffer.span(after, oldest=oldest, latest=latest)  # (the ring has no holes)
+        start, end, missed = self.buffer.span(after, oldest=oldest, latest=latest)  # (the ring has no holes)
         self.requests += 1
         self.served_tuples += end - start
-        header = b'{"status":"ok","stream":%b,"first":%d,"last":%d,"missed":%d,"meta":%b}' % (
-            self._name_json, buffer.first, buffer.last, missed, self._meta_json())
-        columns = [np.arange(start, end, dtype=np.int64), *buffer.columns(start, end)]
-        return arrow_pages.encode_int_columns(header, ("i", *buffer.layout.fields), columns)
+        return self.buffer.indexed_rows(start, end), missed
 
     @property
     def arrow_page_rows(self) -> int:

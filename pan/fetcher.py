@@ -29,9 +29,10 @@ import orjson
 from pan import arrow_pages, line_pages
 from pan.auth import bearer
 from pan.column_ring import DEFAULT_HOT
-from pan.local import DataFunction, LocalPublishers
+from pan.local import DataFunction, LocalPublishers, PageForm
 from pan.page_batches import PageBatcher, SubscriberRefused, decoded_line_pages
 from pan.repository_client import BadAnswer, Source
+from pan.row_store import RowTable
 from pan.tls import scheme
 from pan.web import BadRequest, NotFound
 
@@ -88,7 +89,9 @@ class PageFetcher:
         than the JSON of a few tuples that a column buffer still keeps); JSON pages (and the batcher) of at
         most ``POLL_PAGE`` tuples for the long polls of a reader that caught up: should many tuples have come
         meanwhile, the reader is behind after that page and reads the rest as columns. A page the publisher
-        answers in JSON keeps its tuples as dicts (not transposed)."""
+        answers in JSON keeps its tuples as dicts (not transposed). From a publisher in this process, every
+        page of a ``"prefer"`` reader is the rows themselves (a ``RowTable``, pan/row_store.py: nothing
+        encoded or decoded, so no page is too small for it), or JSON from a stream that holds no rows."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -136,8 +139,13 @@ class PageFetcher:
         arrow_from = POLL_PAGE if columns and self.tuples_from_json else None
         serve = self.local.lookup(source.host, source.port) if self.local is not None else None
         if serve is not None:
-            body = await self._get_local(serve, source, after, raw_generation, wait, columns, page_size, arrow_from)
-            if columns and not body.startswith(b"{"):
+            form: PageForm = "lines" if self.encoded else "arrow" if columns else "json"
+            if self.tuples_from_json:  # in process a page of rows costs next to nothing: every page is one
+                form, page_size, arrow_from = "rows", self.page_size, None
+            body = await self._get_local(serve, source, after, raw_generation, wait, form, page_size, arrow_from)
+            if type(body) is dict:
+                return self._checked(body, False)
+            if form == "arrow" and not body.startswith(b"{"):
                 return self._checked(_arrow_page(body, True), False)
             return self._checked(body, self.encoded)
         if after is None:
@@ -198,9 +206,10 @@ class PageFetcher:
 
     async def _get_local(
         self, serve: DataFunction, source: Source, after: int | None, raw_generation: int | None, wait: bool,
-        columns: bool, page_size: int, arrow_from: int | None,
-    ) -> bytes:
-        """The same fetch as over HTTP, answered by a publisher in this process."""
+        form: PageForm, page_size: int, arrow_from: int | None,
+    ) -> bytes | dict[str, Any]:
+        """The same fetch as over HTTP, answered by a publisher in this process (a reader of ``columns="prefer"``
+        gets a column buffer's rows themselves: ``ColumnOutputStream.row_page``)."""
         if after is None:
             after, oldest, latest, wait_ms = -1, None, 1, 0
         else:
@@ -208,7 +217,7 @@ class PageFetcher:
         try:
             return await serve(
                 self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation,
-                "lines" if self.encoded else "arrow" if columns else "json", arrow_from,
+                form, arrow_from,
             )
         except NotFound as exc:
             raise ValueError(f"{source.endpoint}: {exc.message}") from None
@@ -260,8 +269,8 @@ def _checked_page(body: bytes | dict[str, Any]) -> dict[str, Any]:
     tuples = answer.get("tuples")
     if tuples is None:
         return answer
-    if "indices" in answer and arrow_pages.is_batch(tuples):  # a column page: its decoding checked the indices
-        return answer
+    if "indices" in answer and (type(tuples) is RowTable or arrow_pages.is_batch(tuples)):  # a column page
+        return answer  # (its indices rise: the Arrow page's decoding checked them, a row page's are a ring's)
     if not isinstance(tuples, list):
         raise BadAnswer("'tuples' is not a list")
     if "indices" in answer:  # a line page: its decoding checked the indices, its tuples stay bytes

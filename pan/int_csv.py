@@ -351,17 +351,21 @@ VALUES_CHUNK = 512
 
 
 def render_values(layout: IntCsvLayout, start: int, rows: np.ndarray) -> list[bytes]:
-    """Int64 ``rows`` of ``layout`` as stored tuples with indices from ``start`` on (``json_format``'s bytes).
+    """Int64 ``rows`` of ``layout`` as stored tuples with indices from ``start`` on (``json_format``'s bytes)."""
+    table = np.empty((len(rows), len(layout.fields) + 1), dtype=np.int64)
+    table[:, 0] = np.arange(start, start + len(rows))
+    table[:, 1:] = rows
+    return render_indexed(layout, table)
+
+
+def render_indexed(layout: IntCsvLayout, table: np.ndarray) -> list[bytes]:
+    """Int64 rows of the index and then ``layout``'s fields as stored tuples.
 
     For rows held as values rather than as received text (pan/column_ring.py): per ``VALUES_CHUNK`` rows, one
     ``%`` format of the tuple template repeated per row, over the indices and values flattened into one tuple.
     """
-    count = len(rows)
-    table = np.empty((count, len(layout.fields) + 1), dtype=np.int64)
-    table[:, 0] = np.arange(start, start + count)
-    table[:, 1:] = rows
     tuples: list[bytes] = []
-    for at in range(0, count, VALUES_CHUNK):
+    for at in range(0, len(table), VALUES_CHUNK):
         piece = table[at : at + VALUES_CHUNK]
         tuples += (layout.values_template * len(piece) % tuple(piece.ravel().tolist())).split(b"\n")
         tuples.pop()  # after the last newline

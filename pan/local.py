@@ -7,7 +7,8 @@ register their ``/data`` function in a shared ``LocalPublishers`` directory,
 and a subscriber whose chosen publisher is in it calls the function directly.
 
 Everything else stays as over HTTP: the repository still picks the publisher,
-the answer is the same ``/data`` body (so positions, ``missed``, ``meta`` and
+the answer is the same ``/data`` body (or, for a reader that computes on
+columns, the same page with the rows themselves as its tuples) (so positions, ``missed``, ``meta`` and
 epochs behave identically), long polls wait on the same ring buffer, and a
 publisher that stops leaves the directory first, so its subscribers fall
 back to HTTP, fail and look for another publisher as usual.
@@ -16,15 +17,17 @@ back to HTTP, fail and look for another publisher as usual.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import Any, Literal
 
-#: How a page is written: a JSON page, a line page (pan/line_pages.py) or an Arrow page (pan/arrow_pages.py).
-PageForm = Literal["json", "lines", "arrow"]
+#: How a page is written: a JSON page, a line page (pan/line_pages.py) or an Arrow page (pan/arrow_pages.py);
+#: in process only, ``rows``: a column buffer's page as a decoded page whose tuples are its rows
+#: (``ColumnOutputStream.row_page``), with nothing encoded at all.
+PageForm = Literal["json", "lines", "arrow", "rows"]
 #: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, form, arrow_from)`` ->
 #: the `/data` answer body (``form="arrow"``: JSON where the page is not columnar, or holds fewer tuples than
-#: ``arrow_from``).
+#: ``arrow_from``), or for ``form="rows"`` the decoded page of a column buffer (else the JSON body).
 DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None, int | None, PageForm, int | None],
-                        Awaitable[bytes]]
+                        Awaitable[bytes | dict[str, Any]]]
 
 
 class LocalPublishers:

@@ -25,6 +25,29 @@ import numpy as np
 from pan import arrow_pages
 
 
+@dataclass(frozen=True, slots=True)
+class RowTable:
+    """Int64 rows with their column names: a column buffer's page handed to a reader in the same process
+    (``ColumnOutputStream.row_page``), what an Arrow page's record batch is over HTTP, without pyarrow."""
+
+    names: tuple[str, ...]
+    table: np.ndarray  # (rows, len(names)) int64
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.table)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def slice(self, start: int) -> RowTable:
+        """The rows from ``start`` on (as ``pyarrow.RecordBatch.slice``)."""
+        return RowTable(self.names, self.table[start:])
+
+    def tuples(self) -> list[dict[str, int]]:
+        return [dict(zip(self.names, row, strict=True)) for row in self.table.tolist()]
+
+
 @dataclass(slots=True)
 class _Chunk:
     """One batch's rows: ids ``start`` .. ``start + len(table) - 1``."""
@@ -56,15 +79,18 @@ class RowStore:
         return sum(chunk.left for chunk in self._chunks)
 
     def add(self, batch: Any) -> list[Any]:
-        """The items that stand for ``batch``'s rows, in order: ids, or its tuples as dicts when the batch
-        is not all int64 columns holding the store's fields (``arrow_pages.batch_tuples``)."""
+        """The items that stand for the rows of ``batch`` (a pyarrow record batch or a ``RowTable``), in order:
+        ids, or its tuples as dicts when the batch is not all int64 columns holding the store's fields
+        (``arrow_pages.batch_tuples``)."""
         if not batch.num_rows:
             return []
-        table = self._int_table(batch)
+        if type(batch) is RowTable:
+            names, table = batch.names, batch.table if set(self.fields) <= set(batch.names) else None
+        else:
+            names, table = tuple(batch.schema.names), self._int_table(batch)
         if table is None:
             self.batches_as_tuples += 1
-            return arrow_pages.batch_tuples(batch)
-        names = tuple(batch.schema.names)
+            return batch.tuples() if type(batch) is RowTable else arrow_pages.batch_tuples(batch)
         picked = np.array([names.index(field) for field in self.fields], dtype=np.intp)
         start, n = self._next, len(table)
         self._next += n

@@ -122,7 +122,7 @@ class Worker:
                                         tls=self.trust.client_tls())
         await self.server.start()
         if self.local is not None:
-            self.local.register(self.spec.host, self.server.port, self.api.serve_data)
+            self.local.register(self.spec.host, self.server.port, self.api.serve_local)
         await self.component.start()
         registration = Registration(
             tuple(self.outputs), self.spec.host, self.server.port, self.rep, self.level, 3 * self.repository.refresh_ms

@@ -3,7 +3,7 @@
 The routes and their handlers, apart from the worker's lifecycle (as aiohttp's
 application is apart from its runner and site): the worker builds its
 ``WorkerApi``, serves ``api.app`` with an ``HttpServer`` and registers
-``api.serve_data`` for in-process subscribers. The contracts are in
+``api.serve_local`` for in-process subscribers. The contracts are in
 docs/openapi-worker.yaml.
 """
 
@@ -116,6 +116,13 @@ def _arrow_from_rows(stream: OutputStream, query: DataQuery) -> bytes | None:
     return stream.arrow_page(query.after, oldest=_oldest(query), latest=query.latest)
 
 
+def _rows_page(stream: OutputStream, query: DataQuery) -> dict[str, Any] | None:
+    """``_arrow_from_rows``'s page, decoded, for a reader in this process (None: not a column buffer's)."""
+    if type(stream) is not ColumnOutputStream or query.raw_generation is not None:
+        return None
+    return stream.row_page(query.after, oldest=_oldest(query), latest=query.latest)
+
+
 class WorkerApi:
     """Answers HTTP (and in-process ``/data``) requests about one worker's streams."""
 
@@ -219,6 +226,21 @@ class WorkerApi:
             body = _render(stream, query, False)  # the JSON page, transposed
             return _as_arrow(body) or body  # (not columnar: it goes as JSON)
         return _render(stream, query, form == "lines")
+
+    async def serve_local(
+        self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
+        hold: str | None, raw_generation: int | None, form: PageForm, arrow_from: int | None,
+    ) -> bytes | dict[str, Any]:
+        """``serve_data`` for a reader in this process (``pan.local.DataFunction``), which may also ask for
+        ``rows``: a column buffer's page decoded already, its tuples the rows (``ColumnOutputStream.row_page``);
+        the JSON page where the stream is not one."""
+        if form != "rows":
+            return await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation,
+                                         form, arrow_from)
+        query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, arrow_from)
+        stream = await self._ready_stream(query)
+        page = _rows_page(stream, query)
+        return _render(stream, query, False) if page is None else page
 
     async def _ready_stream(self, query: DataQuery) -> OutputStream:
         """The queried output once it has something to answer (a long poll waits here, ``wait_ms`` at most)."""

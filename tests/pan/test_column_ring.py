@@ -23,6 +23,7 @@ from pan.int_csv import RowBlock, parse_block, render_values
 from pan.progress import EMPTY
 from pan.repository import RepositoryServer
 from pan.ringbuffer import RingBuffer
+from pan.row_store import RowTable
 from pan.schema import INT64_MAX, INT64_MIN
 from pan.specs import WorkerSpec
 from pan.streams import OutputStream
@@ -355,3 +356,35 @@ async def test_arrow_is_answered_only_for_a_page_of_at_least_a_tuples(
             assert [t["i"] for t in page["tuples"]] == list(range(after + 1, min(after + 1 + n, 600)))
         async with session.get(url, params={"s": "SENSOR4", "a": "0"}, headers=accept) as response:
             assert response.status == 400 and "'a'" in (await response.text())
+
+
+async def test_a_reader_in_process_gets_the_rows_themselves_as_the_json_page_has_them(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """``form="rows"`` in process (``ColumnOutputStream.row_page``): the page `/data` answers in JSON, with its
+    tuples as the rows (a ``RowTable``) and their indices beside them: the same tuples, indices, ``missed``,
+    ``first``, ``last`` and meta, also past overwritten rows, at the int64 extremes and for an empty read."""
+    spec = forwarder("C", ["SENSOR4"], buffer_size=2000)
+    [worker] = await workers.start(make_workflow(repository.port, [spec]))
+    rows = random_rows(random.Random(5), 2600, wide=0.2)
+    rows[:, 0], rows[:, CSV_LAYOUT.ts_column] = 4, np.arange(2600) * 10**9
+    await send_lines(HOST, spec["params"]["ingest_port"], [b",".join(b"%d" % v for v in row) for row in rows.tolist()])
+    await wait_until(lambda: worker.outputs["SENSOR4"].buffer.last == 2599, timeout_s=30)
+    missed = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        for after, n in ((100, 50), (700, 300), (2590, 300), (2599, 10), (-1, 5000)):
+            async with session.get(f"http://{worker.endpoint}/data",
+                                   params={"s": "SENSOR4", "i": str(after), "n": str(n)}) as response:
+                expected = orjson.loads(await response.read())
+            page = await worker.api.serve_local("SENSOR4", after, n, None, 0, False, None, None, "rows", None)
+            assert type(page) is dict
+            tuples, indices = page.pop("tuples"), page.pop("indices")
+            assert [t["i"] for t in expected["tuples"]] == indices
+            if indices:
+                assert type(tuples) is RowTable and tuples.table.dtype == np.int64
+                assert tuples.tuples() == expected.pop("tuples")
+            else:
+                assert tuples == [] == expected.pop("tuples")
+            assert page == expected
+            missed.append(page["missed"])
+    assert missed == [499, 0, 0, 0, 600] and page["first"] == 600

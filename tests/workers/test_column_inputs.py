@@ -10,6 +10,7 @@ page whose values are not all ints (it goes as dicts on both twins).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import pytest
 
 from pan import arrow_pages
 from pan.ingest import END_OF_STREAM, send_lines
+from pan.local import LocalPublishers
 from pan.repository import RepositoryServer
 from pan.testing import build_component, output_tuples
 from pan.worker import Worker
@@ -165,13 +167,22 @@ async def published(worker: Worker, stream: str) -> list[bytes]:
     return worker.outputs[stream].buffer.read(-1, oldest=1_000_000).items
 
 
-async def test_a_worker_pulls_arrow_pages_into_its_row_store_and_json_pages_as_dicts(
-    repository: RepositoryServer, workers: WorkerGroup, match_rows: np.ndarray
+@pytest.fixture(params=["http", "local"])
+async def peer(request: pytest.FixtureRequest) -> AsyncIterator[WorkerGroup]:
+    """Workers pulling each other over HTTP, or in one process (one peer, ``pan/local.py``)."""
+    group = WorkerGroup(LocalPublishers() if request.param == "local" else None)
+    yield group
+    await group.stop_all()
+
+
+async def test_a_worker_pulls_column_pages_into_its_row_store_and_json_pages_as_dicts(
+    repository: RepositoryServer, peer: WorkerGroup, match_rows: np.ndarray
 ) -> None:
-    """A real forwarder (column buffers) and player-average workers pulling it over HTTP write what the per-event
-    path writes offline: one that finds a backlog (its first pages as Arrow, rows into its row store) and then
-    long-polls new rows as JSON (dicts, mixed with the row ids in the ordering unit), and one reading a
-    forwarder that answers only JSON, as an older peer."""
+    """A real forwarder (column buffers) and player-average workers pulling it write what the per-event path
+    writes offline. Over HTTP: one that finds a backlog (its first pages as Arrow, rows into its row store) and
+    then long-polls new rows as JSON (dicts, mixed with the row ids in the ordering unit), and one reading a
+    forwarder that answers only JSON, as an older peer. In process: every page, long polls too, as the rows
+    themselves (``ColumnOutputStream.row_page``), so every row goes through the row store."""
     sids = [sid for player in PLAYERS for sid in debs.PLAYER_SENSORS[player]]
     start = int(match_rows[0, 1])
     part = match_rows[np.isin(match_rows[:, 0], sids) & (match_rows[:, 1] < start + 3 * PS_PER_S)]
@@ -180,11 +191,11 @@ async def test_a_worker_pulls_arrow_pages_into_its_row_store_and_json_pages_as_d
     lines = [b"%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d" % tuple(row) for row in part.tolist()]
     ends = [orjson.dumps({"stream": s, "ts": END_OF_STREAM, "promise": True}) for s in streams]
     source = forwarder("F", streams, buffer_size=50_000)
-    [fwd] = await workers.start(make_workflow(repository.port, [source]))
+    [fwd] = await peer.start(make_workflow(repository.port, [source]))
     await send_lines(HOST, source["params"]["ingest_port"], lines[:len(backlog)])
     await wait_until(lambda: sum(len(fwd.outputs[s].buffer) for s in streams) == len(backlog), timeout_s=60)
 
-    [live] = await workers.start(make_workflow(repository.port, [source, player_average("live")]), names=["live"])
+    [live] = await peer.start(make_workflow(repository.port, [source, player_average("live")]), names=["live"])
     await wait_until(lambda: sum(c.counters.received for c in live.inputs.values()) == len(backlog), timeout_s=60)
     await send_lines(HOST, source["params"]["ingest_port"], lines[len(backlog):] + ends)  # to its long polls
     await wait_until(lambda: all(live.outputs[p].progress.wm == END_OF_STREAM for p in PLAYERS), timeout_s=60)
@@ -196,12 +207,16 @@ async def test_a_worker_pulls_arrow_pages_into_its_row_store_and_json_pages_as_d
     expected = {p: output_tuples(reference, p) for p in PLAYERS}
     assert min(map(len, expected.values())) > 100
 
-    fwd.api.arrow = False  # now an older peer
-    [old] = await workers.start(make_workflow(repository.port, [source, player_average("old")]), names=["old"])
-    await wait_until(lambda: all(old.outputs[p].progress.wm == END_OF_STREAM for p in PLAYERS), timeout_s=60)
-    # The backlog came as columns (each stream's first page); of the rest, at least each stream's first long
-    # poll came as JSON (more may have come as columns, had the poll found many new rows). None from the old peer.
-    stored_within = {live: (len(backlog), len(part) - len(streams)), old: (0, 0)}
+    if peer.local is not None:
+        stored_within = {live: (len(part), len(part))}
+    else:
+        fwd.api.arrow = False  # now an older peer
+        [old] = await peer.start(make_workflow(repository.port, [source, player_average("old")]), names=["old"])
+        await wait_until(lambda: all(old.outputs[p].progress.wm == END_OF_STREAM for p in PLAYERS), timeout_s=60)
+        # The backlog came as columns (each stream's first page); of the rest, at least each stream's first long
+        # poll came as JSON (more may have come as columns, had the poll found many new rows). None from the old
+        # peer.
+        stored_within = {live: (len(backlog), len(part) - len(streams)), old: (0, 0)}
     for worker, (least, most) in stored_within.items():
         for player in PLAYERS:
             got = [orjson.loads(t) for t in await published(worker, player)]
