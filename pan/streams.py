@@ -290,7 +290,7 @@ class OutputStream:
         now = time.monotonic()
         if self.appended != self._appended_seen:  # data went out: it carried the progress with it
             self._appended_seen, self._data_at = self.appended, now
-        if grew:
+        if grew or (moved and self.progress.ended):  # nothing follows an end to carry it: it must travel now
             self.buffer.poke()
         elif moved and now - self._data_at >= WM_QUIET_S and now - self._wm_poked_at >= WM_POKE_INTERVAL_S:
             self._wm_poked_at = now

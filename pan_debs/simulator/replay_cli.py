@@ -23,7 +23,7 @@ from pan.trust import Trust
 from pan.workflow import load_workflow, on_free_ports, with_absolute_paths
 from pan_debs.simulator.backpressure import FeedBrake
 from pan_debs.simulator.impair import ImpairProfile, ProfileError
-from pan_debs.simulator.replay import SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S, replay
+from pan_debs.simulator.replay import PACED, SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S, UNPACED, replay
 from pan_debs.simulator.simulate import CONNECT_TIMEOUT_S, GIVE_UP_S, SimulateError, SimulateOptions, simulate
 from pan_debs.simulator.sources import sensor_files
 
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = eventloop.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
                                    until_ended=True, wire=args.wire, attach=args.attach,
-                                   decode=args.record_decoded))
+                                   decode=args.record_decoded, pace=PACED if args.speedup else UNPACED))
     except (SimulateError, RuntimeError) as exc:  # WorkflowStopped: a peer ended, named with its log's end
         print(f"pan replay: {exc}", file=sys.stderr)
         return 1

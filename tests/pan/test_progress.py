@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 import pytest
 
@@ -98,3 +100,17 @@ def test_a_page_carries_exactly_the_latest_published_progress() -> None:
     out.publish(StreamProgress.from_json({"x": 1}))  # equal to True in Python, not on the wire
     page = out.render(-1, oldest=10, latest=None)
     assert b'"meta":{"epoch":"e","k":5,"wm":7,"x":1}' in page
+
+
+async def test_an_end_right_after_data_wakes_meta_waiting_long_polls_at_once() -> None:
+    """A moved watermark of a busy stream wakes no one (its data carries it), but an end does: nothing follows
+    it. Before, an end published within ``WM_QUIET_S`` of the last append reached a meta-waiting reader only when
+    its long poll ran out (here 10 minutes; the test gives it 60 s)."""
+    out = OutputStream("s")
+    out.publish(StreamProgress(wm=1))
+    out.append({"v": 0})
+    waiting = asyncio.create_task(out.buffer.wait_beyond(0, timeout=600.0, meta=True))
+    await asyncio.sleep(0)
+    out.publish(StreamProgress(wm=END_OF_STREAM))  # right after the append
+    assert await asyncio.wait_for(waiting, 60) is False  # woken without newer data
+    assert out.progress.ended
