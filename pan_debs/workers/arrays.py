@@ -7,11 +7,13 @@ benchmark measured: while rows arrive as one dict each, turning a batch into
 int columns costs more than the row loops of player averages, hits and the
 active ball save, so those default to the per-event path
 (``ARRAYS_DEFAULT``); heat maps and running analysis, which do much more per
-row, default to arrays. Player averages and the active ball read a
-forwarder's integer rows: where Arrow is on (pyarrow there, ``PAN_WIRE`` not
-``json``) and ``arrays`` is not false, a worker pulls them as columns when it
-is behind (row ids of Arrow pages, ``pan/row_store.py``), and a large table
-of them goes to the array path without any dict (``MIN_ARRAY_ROWS``).
+row, default to arrays. Player averages, the active ball and hit candidates
+read a forwarder's integer rows: where Arrow is on (pyarrow there,
+``PAN_WIRE`` not ``json``) and ``arrays`` is not false, a worker pulls them
+as columns (row ids of Arrow pages when it is behind a publisher on another
+peer, of every page from one in its process, ``pan/row_store.py``), and a
+large table of them goes to the array path without any dict
+(``MIN_ARRAY_ROWS``).
 """
 
 from __future__ import annotations
@@ -89,28 +91,51 @@ class ArrayPath:
         kinds = set(map(type, events)) if self.row_store is not None else set()
         if kinds == {int}:  # row ids alone: one table
             self._process_rows(self.row_store.take(events))  # type: ignore[union-attr]
-        elif int in kinds:  # runs of row ids among tuples, in order: their rows taken at once, then run by run
-            assert self.row_store is not None
-            table = self.row_store.take([item for item in events if type(item) is int])
-            at = 0
-            for ids, run in groupby(events, key=_is_row_id):
-                items = list(run)
-                if ids:
-                    self._process_rows(table[at:at + len(items)])
-                    at += len(items)
-                else:
-                    self._process_tuples(items)
+        elif int in kinds:
+            self._process_mixed(events)
         else:
             self._process_tuples(events)
+
+    def _process_mixed(self, events: list[Any]) -> None:
+        """Runs of row ids among tuples, in order (their rows taken at once): a run that goes to the array path
+        on its own, the rest together as tuples, so that ids interleaved with tuples (player rows between
+        the active ball's) cost one pass, not one per run."""
+        assert self.row_store is not None
+        table = self.row_store.take([item for item in events if type(item) is int])
+        pending: list[dict[str, Any]] = []
+        at = 0
+        for ids, run in groupby(events, key=_is_row_id):
+            items = list(run)
+            if not ids:
+                pending += items
+                continue
+            rows = table[at:at + len(items)]
+            at += len(items)
+            if self._on_arrays(rows):
+                if pending:
+                    self._process_tuples(pending)
+                    pending = []
+                self.rows_on_arrays += len(rows)
+                self._process_table(rows)
+            else:
+                pending += self._row_dicts(rows)
+        if pending:
+            self._process_tuples(pending)
 
     def _process_rows(self, table: np.ndarray) -> None:
         """Rows taken from the row store as one table: on the array path if it is large enough (or ``arrays``
         says so) and suits it, else event by event, as the dicts of their ``ROW_FIELDS``."""
-        if (self.arrays or len(table) >= self.MIN_ARRAY_ROWS) and self._suits(table):
+        if self._on_arrays(table):
             self.rows_on_arrays += len(table)
             self._process_table(table)
         else:
-            self._process_events([dict(zip(self.ROW_FIELDS, row, strict=True)) for row in table.tolist()])
+            self._process_events(self._row_dicts(table))
+
+    def _on_arrays(self, table: np.ndarray) -> bool:
+        return (self.arrays or len(table) >= self.MIN_ARRAY_ROWS) and self._suits(table)
+
+    def _row_dicts(self, table: np.ndarray) -> list[dict[str, Any]]:
+        return [dict(zip(self.ROW_FIELDS, row, strict=True)) for row in table.tolist()]
 
     def _process_tuples(self, events: list[dict[str, Any]]) -> None:
         if self.arrays and events:

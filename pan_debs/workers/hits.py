@@ -69,6 +69,7 @@ class BallHits(ArrayPath, OrderedComponent):
 
     ROW_FIELDS = ("sid", "ts", "x", "y", "z", "a")
     ARRAYS_DEFAULT = False
+    COLUMN_INPUTS = True  # the players' rows (the active ball's come as tuples from an ordinary stream)
 
     type_name = "ball_hits"
     state_attributes = ("latest", "spike_sid", "spike_done", "spike_last", "spike_start", "bad", "other_sid", "hits",
@@ -125,6 +126,9 @@ class BallHits(ArrayPath, OrderedComponent):
         self._player_sids = np.array(sorted(self.owner), dtype=np.int64)
         self._ball_sids = np.array(sorted(self.balls), dtype=np.int64)
         self.rows_on_arrays = 0
+
+    def _suits(self, table: np.ndarray) -> bool:
+        return not self.nfp  # nfp watches every ball row for gaps: the per-event path
 
     def _process_table(self, table: np.ndarray) -> None:
         """The array path: hit candidates (ball rows at or over the threshold) found at once; player rows

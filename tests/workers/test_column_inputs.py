@@ -36,6 +36,7 @@ pytestmark = [
 
 ROUND_PS = PS_PER_S // 2
 PLAYERS = ["A1", "B3"]
+HELD_BACK = [debs.sensor_stream(sid) for sid in debs.PLAYER_SENSORS["A3"]]
 
 
 class ColumnTwins(Twins):
@@ -52,6 +53,15 @@ class ColumnTwins(Twins):
     def feed(self, stream: str, events: list[dict[str, Any]]) -> None:
         """One page of ``stream``: ids of its Arrow page's rows to one twin, its tuples to the other."""
         self.feed_pages(stream, [events])
+
+    def feed_tuples(self, stream: str, events: list[dict[str, Any]]) -> None:
+        """One JSON page of an ordinary stream: its tuples to both twins."""
+        first = self.next_index.get(stream, 0)
+        page = [{"i": first + k, **ev} for k, ev in enumerate(events)]
+        self.next_index[stream] = first + len(page)
+        self.arrays.feed(stream, page)
+        self.per_event.feed(stream, [dict(t) for t in page])
+        self.check()
 
     def feed_pages(self, stream: str, pages: list[list[dict[str, Any]]]) -> None:
         """Pages of ``stream`` read at once (as a component reads what several pulls brought): their items in one
@@ -147,13 +157,51 @@ def test_the_active_ball_from_column_inputs_is_the_per_event_paths(match_rows: n
     assert twins.per_event.counters()["emitted"] > 1_000 and twins.per_event.counters()["ordering"]["late"] > 0
 
 
+@pytest.mark.parametrize("params", [{"arrays": True}, {}, {"policy": "nfp"}])
+def test_hits_from_column_inputs_are_the_per_event_paths(match_rows: np.ndarray, params: dict[str, Any]) -> None:
+    """The players' rows as row ids, the active ball's as tuples (an ordinary stream's JSON pages), interleaved
+    in the ordering unit: the hits of the per-event path, a team's rows held back for a while (late)."""
+    twins = ColumnTwins("ball_hits", {key: v for key, v in params.items() if key != "arrays"}, params.get("arrays"))
+    start = int(match_rows[0, 1])
+    ball = build_component("active_ball", {**OFFLINE, "arrays": False}, buffer_size=10**6)
+    held: list[tuple[str, list[dict[str, Any]]]] = []
+    for n in range(int(40 * PS_PER_S // ROUND_PS)):
+        lo = start + n * ROUND_PS
+        part = match_rows[(match_rows[:, 1] >= lo) & (match_rows[:, 1] < lo + ROUND_PS)]
+        for stream in twins.arrays.ctx.inputs:
+            if stream == "ACTIVEBALL":
+                before = len(ball.ctx.outputs["ACTIVEBALL"].buffer)
+                ball.process(as_events(part[np.isin(part[:, 0], debs.BALLS)]))
+                tuples = [orjson.loads(t) for t in ball.ctx.outputs["ACTIVEBALL"].buffer.read(
+                    before - 1, oldest=10**6).items]
+                twins.feed_tuples(stream, [{k: v for k, v in t.items() if k != "i"} for t in tuples])
+                continue
+            page = as_events(part[part[:, 0] == int(stream.removeprefix("SENSOR"))])
+            if page and n in (10, 11) and stream in HELD_BACK:  # one player's rows come a second late
+                held.append((stream, page))
+            elif page:
+                twins.feed(stream, page)
+        if n == 13:
+            for stream, page in held:
+                twins.feed(stream, page)
+    twins.finish()
+    with_columns, per_event = twins.arrays.counters(), twins.per_event.counters()
+    store = with_columns.pop("column_inputs")
+    assert with_columns == per_event and twins.compared >= per_event["hits"] >= 5  # (compared: late rows too)
+    assert per_event["ordering"]["late"] > 0 and store["rows_held"] == 0 and store["rows_stored"] > 100_000
+    on_arrays = twins.arrays.rows_on_arrays
+    assert (on_arrays == 0) if params.get("policy") == "nfp" else (on_arrays > 0)
+
+
 def test_column_inputs_follow_the_arrays_param_and_the_wire(monkeypatch: pytest.MonkeyPatch) -> None:
     """``arrays`` unset or true (with Arrow on): column inputs; false, or ``PAN_WIRE=json``: dicts alone."""
     default = build_component("player_average", {"players": ["A1"]})
     assert default.row_store is not None and default.arrays is False  # dicts still go event by event
     assert build_component("player_average", {"players": ["A1"], "arrays": True}).row_store is not None
     assert build_component("player_average", {"players": ["A1"], "arrays": False}).row_store is None
-    assert build_component("ball_hits", {"arrays": True}).row_store is None  # its input is no column buffer
+    assert build_component("ball_hits", {}).row_store is not None  # the players' rows
+    assert build_component("ball_hits", {"arrays": False}).row_store is None
+    assert build_component("player_possession", {}).row_store is None  # none of its inputs is a column buffer
     monkeypatch.setenv(arrow_pages.WIRE_ENV, "json")
     assert build_component("player_average", {"players": ["A1"]}).row_store is None
 
