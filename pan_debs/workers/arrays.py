@@ -9,7 +9,8 @@ active ball save, so those default to the per-event path
 (``ARRAYS_DEFAULT``); heat maps and running analysis, which do much more per
 row, default to arrays. Player averages, the active ball and hit candidates
 read a forwarder's integer rows: where Arrow is on (pyarrow there,
-``PAN_WIRE`` not ``json``) and ``arrays`` is not false, a worker pulls them
+``PAN_WIRE`` not ``json``) and ``arrays`` is not false (for hits: is true,
+``COLUMN_INPUTS_UNSET``), a worker pulls them
 as columns (row ids of Arrow pages when it is behind a publisher on another
 peer, of every page from one in its process, ``pan/row_store.py``), and a
 large table of them goes to the array path without any dict
@@ -69,8 +70,11 @@ class ArrayPath:
     """
 
     ROW_FIELDS: ClassVar[tuple[str, ...]]  # the fields the array path takes, in its table's column order
-    #: Its inputs are integer rows (a forwarder's column buffers): it can read them as columns.
+    #: Its inputs are integer rows (a forwarder's column buffers): it can read them as columns (not with
+    #: ``arrays`` false).
     COLUMN_INPUTS: ClassVar[bool] = False
+    #: ... and does with ``arrays`` unset (else only with ``arrays`` true).
+    COLUMN_INPUTS_UNSET: ClassVar[bool] = True
     #: The ``arrays`` default, i.e. the path of a batch of dicts: false where ``pan bench floor`` measured the
     #: row loop faster than building int columns from dicts.
     ARRAYS_DEFAULT: ClassVar[bool] = True
@@ -83,9 +87,8 @@ class ArrayPath:
 
     @classmethod
     def column_fields(cls, spec: WorkerSpec) -> tuple[str, ...] | None:
-        if cls.COLUMN_INPUTS and spec.params.get(PARAM) is not False:
-            return cls.ROW_FIELDS
-        return None
+        arrays = spec.params.get(PARAM, cls.COLUMN_INPUTS_UNSET)
+        return cls.ROW_FIELDS if cls.COLUMN_INPUTS and arrays is not False else None
 
     def process(self, events: list[Any]) -> None:
         kinds = set(map(type, events)) if self.row_store is not None else set()

@@ -70,6 +70,11 @@ class BallHits(ArrayPath, OrderedComponent):
     ROW_FIELDS = ("sid", "ts", "x", "y", "z", "a")
     ARRAYS_DEFAULT = False
     COLUMN_INPUTS = True  # the players' rows (the active ball's come as tuples from an ordinary stream)
+    #: Not by default: hits pull the players' rows from the forwarders of other peers, where columns are one
+    #: Arrow page per stream and request against JSON pages of many streams in one. A replay on 3 peers was
+    #: slower with them (5 interleaved each, 2026-11-28: 115,063 rows/s end to end against 123,573, CPU 12.1 s
+    #: against 11.3).
+    COLUMN_INPUTS_UNSET = False
 
     type_name = "ball_hits"
     state_attributes = ("latest", "spike_sid", "spike_done", "spike_last", "spike_start", "bad", "other_sid", "hits",

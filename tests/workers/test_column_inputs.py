@@ -157,11 +157,11 @@ def test_the_active_ball_from_column_inputs_is_the_per_event_paths(match_rows: n
     assert twins.per_event.counters()["emitted"] > 1_000 and twins.per_event.counters()["ordering"]["late"] > 0
 
 
-@pytest.mark.parametrize("params", [{"arrays": True}, {}, {"policy": "nfp"}])
+@pytest.mark.parametrize("params", [{"arrays": True}, {"arrays": True, "policy": "nfp"}])
 def test_hits_from_column_inputs_are_the_per_event_paths(match_rows: np.ndarray, params: dict[str, Any]) -> None:
     """The players' rows as row ids, the active ball's as tuples (an ordinary stream's JSON pages), interleaved
     in the ordering unit: the hits of the per-event path, a team's rows held back for a while (late)."""
-    twins = ColumnTwins("ball_hits", {key: v for key, v in params.items() if key != "arrays"}, params.get("arrays"))
+    twins = ColumnTwins("ball_hits", {key: v for key, v in params.items() if key != "arrays"})
     start = int(match_rows[0, 1])
     ball = build_component("active_ball", {**OFFLINE, "arrays": False}, buffer_size=10**6)
     held: list[tuple[str, list[dict[str, Any]]]] = []
@@ -199,8 +199,8 @@ def test_column_inputs_follow_the_arrays_param_and_the_wire(monkeypatch: pytest.
     assert default.row_store is not None and default.arrays is False  # dicts still go event by event
     assert build_component("player_average", {"players": ["A1"], "arrays": True}).row_store is not None
     assert build_component("player_average", {"players": ["A1"], "arrays": False}).row_store is None
-    assert build_component("ball_hits", {}).row_store is not None  # the players' rows
-    assert build_component("ball_hits", {"arrays": False}).row_store is None
+    assert build_component("ball_hits", {"arrays": True}).row_store is not None  # the players' rows
+    assert build_component("ball_hits", {}).row_store is None  # only on request (COLUMN_INPUTS_UNSET)
     assert build_component("player_possession", {}).row_store is None  # none of its inputs is a column buffer
     monkeypatch.setenv(arrow_pages.WIRE_ENV, "json")
     assert build_component("player_average", {"players": ["A1"]}).row_store is None
