@@ -247,8 +247,8 @@ def measure_render(files: list[Path], reps: int) -> dict[str, Any]:
     return {"rows": len(values), "us_per_row": time_ways(ways, len(values), max(reps, 5) * 4)}
 
 
-#: Lines per read in ``measure_read_sizes``: a 200 Hz source's 50 ms slice is 10 rows, a 2 kHz one's 100.
-READ_SIZES = (1, 10, 30, 63, 64, 100, 1000)
+#: Lines per read in ``measure_read_sizes``: a 200 Hz source's 200 ms slice is 40 rows, a 2 kHz one's 400.
+READ_SIZES = (1, 10, 31, 32, 40, 64, 100, 1000)
 
 
 def measure_read_sizes(files: list[Path], reps: int) -> dict[str, Any]:

@@ -68,10 +68,10 @@ log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 64 * 1024  # longer lines are skipped while reading, before any parsing (``oversized``)
 READ_CHUNK = 256 * 1024
-#: Below this many lines a read is cheaper line by line than as a numpy block (measured: 10 rows cost
-#: ~46 us/row as a block and ~12 line by line, 100 rows 7 and 9); a source on its own connection in an
-#: unpaced replay writes ~10 rows at a time.
-BLOCK_MIN_LINES = 64
+#: Below this many lines a read is cheaper line by line than as a numpy block (`pan bench ingest`, read sizes,
+#: 2026-11-28: 10 rows cost 9.7 us/row as a block and 4.3 line by line, 30 rows 6.6 and 6.3, 63 rows 3.2 and
+#: 4.2); a player on its own connection in an unpaced replay writes 40 rows at a time (a 200 ms slice).
+BLOCK_MIN_LINES = 32
 
 #: A promise of this ts ends a stream: nothing more will come (``pan simulate`` sends it when a source's data
 #: is exhausted). Closing a connection does not end its streams.
