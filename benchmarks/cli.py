@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import signal
 import sys
 from collections.abc import Callable
 
@@ -60,8 +61,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_benchmark(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """Run one benchmark; started by a test or a script, it stops when that process is gone."""
+    """Run one benchmark; started by a test or a script, it stops when that process is gone.
+
+    SIGTERM and SIGHUP stop it as Ctrl-C does: the benchmark's ``finally`` blocks and context managers
+    run, so its children are stopped and its temporary folders removed (Python's default for SIGTERM
+    ends the process on the spot, and left both behind).
+    """
     from pan.lifeline import die_with_launcher
+    from pan.processes import kill_leftovers
 
     results.note_load_at_start()
     refusal = results.load_refusal(getattr(args, "write", None), args.max_load)
@@ -69,4 +76,18 @@ def run_benchmark(run: Callable[[argparse.Namespace], int], args: argparse.Names
         print(f"pan bench {args.benchmark}: {refusal}", file=sys.stderr)
         return 2
     die_with_launcher()
-    return run(args)
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return run(args)
+    except KeyboardInterrupt as exc:
+        print(f"pan bench {args.benchmark}: interrupted ({exc or 'SIGINT'}); its processes and files are gone",
+              file=sys.stderr)
+        return 130
+    finally:
+        kill_leftovers()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

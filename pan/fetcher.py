@@ -89,9 +89,10 @@ class PageFetcher:
         than the JSON of a few tuples that a column buffer still keeps); JSON pages (and the batcher) of at
         most ``POLL_PAGE`` tuples for the long polls of a reader that caught up: should many tuples have come
         meanwhile, the reader is behind after that page and reads the rest as columns. A page the publisher
-        answers in JSON keeps its tuples as dicts (not transposed). From a publisher in this process, every
+        answers in JSON keeps its tuples as dicts (not transposed). From a publisher in this process, a column
         page of a ``"prefer"`` reader is the rows themselves (a ``RowTable``, pan/row_store.py: nothing
-        encoded or decoded, so no page is too small for it), or JSON from a stream that holds no rows."""
+        encoded or decoded, though still some numpy calls and a table for its row store: the same rule of
+        ``POLL_PAGE`` applies), or JSON from a stream that holds no rows."""
         self.stream = stream
         self.page_size = page_size
         self.max_wait_ms = max_wait_ms
@@ -139,9 +140,12 @@ class PageFetcher:
         arrow_from = POLL_PAGE if columns and self.tuples_from_json else None
         serve = self.local.lookup(source.host, source.port) if self.local is not None else None
         if serve is not None:
-            form: PageForm = "lines" if self.encoded else "arrow" if columns else "json"
-            if self.tuples_from_json:  # in process a page of rows costs next to nothing: every page is one
-                form, page_size, arrow_from = "rows", self.page_size, None
+            # In process a column page is the rows themselves, not an Arrow stream (the same choice of page).
+            form: PageForm = "json"
+            if self.encoded:
+                form = "lines"
+            elif columns:
+                form = "rows" if self.tuples_from_json else "arrow"
             body = await self._get_local(serve, source, after, raw_generation, wait, form, page_size, arrow_from)
             if type(body) is dict:
                 return self._checked(body, False)

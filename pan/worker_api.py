@@ -233,13 +233,14 @@ class WorkerApi:
     ) -> bytes | dict[str, Any]:
         """``serve_data`` for a reader in this process (``pan.local.DataFunction``), which may also ask for
         ``rows``: a column buffer's page decoded already, its tuples the rows (``ColumnOutputStream.row_page``);
-        the JSON page where the stream is not one."""
+        the JSON page where the stream is not one, or the page holds fewer than ``arrow_from`` tuples."""
         if form != "rows":
             return await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation,
                                          form, arrow_from)
         query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, arrow_from)
         stream = await self._ready_stream(query)
-        page = _rows_page(stream, query)
+        small = arrow_from is not None and _page_tuples(stream, query) < arrow_from
+        page = None if small else _rows_page(stream, query)
         return _render(stream, query, False) if page is None else page
 
     async def _ready_stream(self, query: DataQuery) -> OutputStream:

@@ -100,11 +100,23 @@ class ArrayPath:
             self._process_tuples(events)
 
     def _process_mixed(self, events: list[Any]) -> None:
-        """Runs of row ids among tuples, in order (their rows taken at once): a run that goes to the array path
-        on its own, the rest together as tuples, so that ids interleaved with tuples (player rows between
-        the active ball's) cost one pass, not one per run."""
+        """Row ids among tuples, in order (their rows taken at once). On the array path (``arrays``, or a batch
+        of ``MIN_ARRAY_ROWS``) as one table when the tuples' fields are ints too; else run by run: a run of
+        ids that goes to the array path on its own, the rest together as tuples, so that ids interleaved
+        with tuples (player rows between the active ball's) cost one pass, not one per run."""
         assert self.row_store is not None
-        table = self.row_store.take([item for item in events if type(item) is int])
+        is_id = [type(item) is int for item in events]
+        table = self.row_store.take([item for item, id_ in zip(events, is_id, strict=True) if id_])
+        if self.arrays or len(events) >= self.MIN_ARRAY_ROWS:
+            tuples = self._int_table([item for item, id_ in zip(events, is_id, strict=True) if not id_])
+            if tuples is not None:
+                mask = np.array(is_id)
+                whole = np.empty((len(events), table.shape[1]), dtype=np.int64)
+                whole[mask], whole[~mask] = table, tuples
+                if self._suits(whole):
+                    self.rows_on_arrays += len(whole)
+                    self._process_table(whole)
+                    return
         pending: list[dict[str, Any]] = []
         at = 0
         for ids, run in groupby(events, key=_is_row_id):

@@ -44,11 +44,11 @@ class Spawned:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.seen: dict[int, psutil.Process] = {}  # every descendant we ever saw, killed at teardown if alive
 
-    def pan(self, *args: str) -> subprocess.Popen[bytes]:
+    def pan(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         with open(self.tmp / f"pan-{len(self.procs)}.log", "wb") as log:  # the child keeps its own copy
             proc = subprocess.Popen(
                 [sys.executable, "-m", "pan", *args], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                start_new_session=True,
+                start_new_session=True, env=None if env is None else {**os.environ, **env},
             )
         self.procs.append(proc)
         return proc
@@ -315,3 +315,26 @@ async def test_a_benchmark_child_dies_with_the_benchmark(spawned: Spawned, wrapp
         proc.kill()
         await proc.wait()
     await wait_everything_gone([child], [])
+
+
+@pytest.mark.process
+async def test_a_terminated_benchmark_stops_its_processes_and_removes_its_folder(
+    spawned: Spawned, tmp_path: Path
+) -> None:
+    """`pan bench` stops on SIGTERM as on Ctrl-C: its children are stopped and its temporary folder removed
+    (Python's default ends it on the spot: a SIGTERMed `pan bench distribution` left its folder behind)."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    bench = spawned.pan("bench", "replay", "--quick", "--reps", "1", "--wires", "json", "--floor-reps", "0",
+                        env={"TMPDIR": str(scratch)})
+    # The match is generated in the bench's folder, then `pan replay` starts `pan run`, the repository and 3 peers.
+    await wait_until(lambda: len(spawned.descendants(bench)) >= 6 or bench.poll() is not None, timeout_s=180)
+    assert bench.poll() is None, spawned.log()
+    children = spawned.descendants(bench)
+    folders = [p.name for p in scratch.iterdir()]
+    assert folders and all(name.startswith("pan-replay-bench-") for name in folders)
+    bench.send_signal(signal.SIGTERM)
+    await wait_until(lambda: bench.poll() is not None, timeout_s=GONE_S)
+    assert bench.returncode == 130 and "interrupted (SIGTERM)" in spawned.log(), spawned.log()
+    assert not list(scratch.iterdir())
+    await wait_everything_gone(children, [])

@@ -224,13 +224,19 @@ async def peer(request: pytest.FixtureRequest) -> AsyncIterator[WorkerGroup]:
 
 
 async def test_a_worker_pulls_column_pages_into_its_row_store_and_json_pages_as_dicts(
-    repository: RepositoryServer, peer: WorkerGroup, match_rows: np.ndarray
+    repository: RepositoryServer, peer: WorkerGroup, match_rows: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real forwarder (column buffers) and player-average workers pulling it write what the per-event path
     writes offline. Over HTTP: one that finds a backlog (its first pages as Arrow, rows into its row store) and
     then long-polls new rows as JSON (dicts, mixed with the row ids in the ordering unit), and one reading a
-    forwarder that answers only JSON, as an older peer. In process: every page, long polls too, as the rows
-    themselves (``ColumnOutputStream.row_page``), so every row goes through the row store."""
+    forwarder that answers only JSON, as an older peer. In process the same, with the rows themselves for the
+    column pages (``ColumnOutputStream.row_page``): no Arrow stream is encoded or decoded."""
+    if peer.local is not None:
+        def no_arrow(*_args: Any) -> None:
+            raise AssertionError("an Arrow stream in process")
+
+        monkeypatch.setattr(arrow_pages, "encode_int_columns", no_arrow)
+        monkeypatch.setattr(arrow_pages, "decode_columns", no_arrow)
     sids = [sid for player in PLAYERS for sid in debs.PLAYER_SENSORS[player]]
     start = int(match_rows[0, 1])
     part = match_rows[np.isin(match_rows[:, 0], sids) & (match_rows[:, 1] < start + 3 * PS_PER_S)]
@@ -255,16 +261,14 @@ async def test_a_worker_pulls_column_pages_into_its_row_store_and_json_pages_as_
     expected = {p: output_tuples(reference, p) for p in PLAYERS}
     assert min(map(len, expected.values())) > 100
 
-    if peer.local is not None:
-        stored_within = {live: (len(part), len(part))}
-    else:
+    # The backlog came as columns (each stream's first page); of the rest, at least each stream's first long poll
+    # came as JSON (more may have come as columns, had the poll found many new rows).
+    stored_within = {live: (len(backlog), len(part) - len(streams))}
+    if peer.local is None:
         fwd.api.arrow = False  # now an older peer
         [old] = await peer.start(make_workflow(repository.port, [source, player_average("old")]), names=["old"])
         await wait_until(lambda: all(old.outputs[p].progress.wm == END_OF_STREAM for p in PLAYERS), timeout_s=60)
-        # The backlog came as columns (each stream's first page); of the rest, at least each stream's first long
-        # poll came as JSON (more may have come as columns, had the poll found many new rows). None from the old
-        # peer.
-        stored_within = {live: (len(backlog), len(part) - len(streams)), old: (0, 0)}
+        stored_within[old] = (0, 0)  # nothing as columns from the old peer
     for worker, (least, most) in stored_within.items():
         for player in PLAYERS:
             got = [orjson.loads(t) for t in await published(worker, player)]
