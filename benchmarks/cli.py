@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -65,7 +66,8 @@ def run_benchmark(run: Callable[[argparse.Namespace], int], args: argparse.Names
 
     SIGTERM and SIGHUP stop it as Ctrl-C does: the benchmark's ``finally`` blocks and context managers
     run, so its children are stopped and its temporary folders removed (Python's default for SIGTERM
-    ends the process on the spot, and left both behind).
+    ends the process on the spot, and left both behind). A forked child of the benchmark (a pool's worker,
+    which its pool ends with SIGTERM) still dies at once.
     """
     from pan.lifeline import die_with_launcher
     from pan.processes import kill_leftovers
@@ -77,7 +79,13 @@ def run_benchmark(run: Callable[[argparse.Namespace], int], args: argparse.Names
         return 2
     die_with_launcher()
 
+    bench_pid = os.getpid()
+
     def interrupt(signum: int, _frame: object) -> None:
+        if os.getpid() != bench_pid:  # a forked child (a multiprocessing pool's worker): die as by default
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}

@@ -7,9 +7,9 @@ register their ``/data`` function in a shared ``LocalPublishers`` directory,
 and a subscriber whose chosen publisher is in it calls the function directly.
 
 Everything else stays as over HTTP: the repository still picks the publisher,
-the answer is the same ``/data`` body (or, for a reader that computes on
-columns, the same page with the rows themselves as its tuples) (so positions, ``missed``, ``meta`` and
-epochs behave identically), long polls wait on the same ring buffer, and a
+the answer is the same ``/data`` body, so positions, ``missed``, ``meta`` and
+epochs behave identically (a reader that computes on columns gets the same
+page with a column buffer's rows themselves as its tuples), long polls wait on the same ring buffer, and a
 publisher that stops leaves the directory first, so its subscribers fall
 back to HTTP, fail and look for another publisher as usual.
 """

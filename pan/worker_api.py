@@ -109,18 +109,22 @@ def _page_tuples(stream: OutputStream, query: DataQuery) -> int:
     return end - start
 
 
+def _column_stream(stream: OutputStream, query: DataQuery) -> ColumnOutputStream | None:
+    """``stream`` if its page for ``query`` can be made straight from rows: a column buffer read in its
+    settled view."""
+    return stream if type(stream) is ColumnOutputStream and query.raw_generation is None else None
+
+
 def _arrow_from_rows(stream: OutputStream, query: DataQuery) -> bytes | None:
     """The Arrow page of ``query`` made straight from a column buffer's rows (None: not one, or not here)."""
-    if type(stream) is not ColumnOutputStream or query.raw_generation is not None:
-        return None
-    return stream.arrow_page(query.after, oldest=_oldest(query), latest=query.latest)
+    column = _column_stream(stream, query)
+    return None if column is None else column.arrow_page(query.after, oldest=_oldest(query), latest=query.latest)
 
 
 def _rows_page(stream: OutputStream, query: DataQuery) -> dict[str, Any] | None:
     """``_arrow_from_rows``'s page, decoded, for a reader in this process (None: not a column buffer's)."""
-    if type(stream) is not ColumnOutputStream or query.raw_generation is not None:
-        return None
-    return stream.row_page(query.after, oldest=_oldest(query), latest=query.latest)
+    column = _column_stream(stream, query)
+    return None if column is None else column.row_page(query.after, oldest=_oldest(query), latest=query.latest)
 
 
 class WorkerApi:

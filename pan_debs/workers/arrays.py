@@ -11,10 +11,9 @@ row, default to arrays. Player averages, the active ball and hit candidates
 read a forwarder's integer rows: where Arrow is on (pyarrow there,
 ``PAN_WIRE`` not ``json``) and ``arrays`` is not false (for hits: is true,
 ``COLUMN_INPUTS_UNSET``), a worker pulls them
-as columns (row ids of Arrow pages when it is behind a publisher on another
-peer, of every page from one in its process, ``pan/row_store.py``), and a
-large table of them goes to the array path without any dict
-(``MIN_ARRAY_ROWS``).
+as columns when it is behind (row ids of Arrow pages, or in process of the
+rows themselves, ``pan/row_store.py``), and a large table of them goes to the
+array path without any dict (``MIN_ARRAY_ROWS``).
 """
 
 from __future__ import annotations

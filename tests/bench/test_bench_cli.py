@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -438,3 +439,32 @@ def test_replay_recorders_vary_only_json_runs() -> None:
     for bad in ("", "lines,lines", "xml"):
         with pytest.raises(argparse.ArgumentTypeError):
             replay_bench.parse_recorders(bad)
+
+
+
+FORKING_BENCHMARK = """
+import argparse, multiprocessing, os, signal
+from benchmarks.cli import run_benchmark
+
+def terminated():
+    os.kill(os.getpid(), signal.SIGTERM)  # as a pool ends its workers
+
+def run(args):
+    child = multiprocessing.get_context("fork").Process(target=terminated)
+    child.start()
+    child.join(120)
+    print(child.exitcode, flush=True)
+    return 0
+
+raise SystemExit(run_benchmark(run, argparse.Namespace(benchmark="forks", max_load=float("inf"), write=None)))
+"""
+
+
+@pytest.mark.process
+def test_the_sigterm_of_a_benchmark_is_not_its_forked_childrens() -> None:
+    """A benchmark turns SIGTERM into Ctrl-C (to clean up), but a forked child still dies by it at once, as a
+    multiprocessing pool's workers must when the pool ends them (with the benchmark's handler they hung in their
+    queue, and `pan bench distribution` with them while generating its match)."""
+    done = subprocess.run([sys.executable, "-c", FORKING_BENCHMARK], cwd=ROOT, capture_output=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0 and done.stdout == b"%d\n" % -signal.SIGTERM, (done.stdout, done.stderr[-2000:])
