@@ -70,7 +70,7 @@ MAX_LINE_BYTES = 64 * 1024  # longer lines are skipped while reading, before any
 READ_CHUNK = 256 * 1024
 #: Below this many lines a read is cheaper line by line than as a numpy block (`pan bench ingest`, read sizes,
 #: 2026-11-28: 10 rows cost 9.7 us/row as a block and 4.3 line by line, 30 rows 6.6 and 6.3, 63 rows 3.2 and
-#: 4.2); a player on its own connection in an unpaced replay writes 40 rows at a time (a 200 ms slice).
+#: 4.2); a 200 Hz source on its own connection in an unpaced replay writes 40 rows at a time (a 200 ms slice).
 BLOCK_MIN_LINES = 32
 
 #: A promise of this ts ends a stream: nothing more will come (``pan simulate`` sends it when a source's data
