@@ -160,7 +160,7 @@ def test_the_active_ball_from_column_inputs_is_the_per_event_paths(match_rows: n
 @pytest.mark.parametrize("params", [{"arrays": True}, {"arrays": True, "policy": "nfp"}])
 def test_hits_from_column_inputs_are_the_per_event_paths(match_rows: np.ndarray, params: dict[str, Any]) -> None:
     """The players' rows as row ids, the active ball's as tuples (an ordinary stream's JSON pages), interleaved
-    in the ordering unit: the hits of the per-event path, a team's rows held back for a while (late)."""
+    in the ordering unit: the hits of the per-event path, one player's rows held back a second (late)."""
     twins = ColumnTwins("ball_hits", {key: v for key, v in params.items() if key != "arrays"})
     start = int(match_rows[0, 1])
     ball = build_component("active_ball", {**OFFLINE, "arrays": False}, buffer_size=10**6)
