@@ -125,7 +125,7 @@ class ComponentChain:
             held = link.pending.get(name)
             if not held:
                 continue
-            timed = list(zip(_ts_of(link.component, held), held, strict=True))
+            timed = list(zip(link.component.items_ts(held), held, strict=True))
             if timed[-1][0] < bound:
                 released += timed
                 link.pending[name] = []
@@ -155,9 +155,3 @@ def _items(component: OrderedComponent, given: Any) -> list[Any]:
         return component.row_store.add(given)
     return arrow_pages.batch_tuples(given)
 
-
-def _ts_of(component: OrderedComponent, items: list[Any]) -> list[Any]:
-    """The ts of held items: a row id's from the component's row store, a tuple's own."""
-    if component.row_store is not None and set(map(type, items)) == {int}:
-        return component.row_store.ts(items)
-    return component.items_ts(items)

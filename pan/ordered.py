@@ -320,11 +320,10 @@ class OrderedComponent(Component):
     def _feed_rows(self, stream: str, events: list[Any], all_rows: bool) -> None:
         """``feed`` of row ids (and of the dicts of pages that were not columns, unless ``all_rows``), whose
         ``ts`` the row store knows."""
-        assert self.row_store is not None
-        if all_rows:  # the usual batch: all rows of column pages
-            self._handle(self.unit.push_timed(stream, self.row_store.ts(events), events))
-            return
         tss = self.items_ts(events)
+        if all_rows:  # the usual batch: all rows of column pages, every ts known
+            self._handle(self.unit.push_timed(stream, tss, events))
+            return
         timed = [k for k, ts in enumerate(tss) if type(ts) is int]
         if len(timed) < len(events):
             self.untimed_tuples += len(events) - len(timed)
@@ -335,7 +334,10 @@ class OrderedComponent(Component):
         """``item_ts`` of every item, with one row-store lookup for all the row ids among them."""
         if self.row_store is None:
             return [self.item_ts(item) for item in items]
-        id_ts = iter(self.row_store.ts([item for item in items if type(item) is int]))
+        ids = [item for item in items if type(item) is int]
+        if len(ids) == len(items):  # row ids alone
+            return self.row_store.ts(ids)
+        id_ts = iter(self.row_store.ts(ids))
         return [next(id_ts) if type(item) is int else self.item_ts(item) for item in items]
 
     def item_ts(self, item: Any) -> Any:

@@ -103,10 +103,13 @@ def _oldest(query: DataQuery) -> int | None:
     return DEFAULT_PAGE if query.latest is None and query.oldest is None else query.oldest
 
 
-def _page_tuples(stream: OutputStream, query: DataQuery) -> int:
-    """How many tuples the page of ``query`` holds (index holes counted, as they are rare)."""
+def _page_wants_columns(stream: OutputStream, query: DataQuery) -> bool:
+    """The page of ``query`` is large enough for columns (``arrow_from``, ``/data?a=``; index holes counted, as
+    they are rare), or no size was asked."""
+    if query.arrow_from is None:
+        return True
     start, end, _missed = stream.buffer.span(query.after, oldest=_oldest(query), latest=query.latest)
-    return end - start
+    return end - start >= query.arrow_from
 
 
 def _column_stream(stream: OutputStream, query: DataQuery) -> ColumnOutputStream | None:
@@ -223,7 +226,7 @@ class WorkerApi:
         """
         query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, arrow_from)
         stream = await self._ready_stream(query)
-        if form == "arrow" and self.arrow and (arrow_from is None or _page_tuples(stream, query) >= arrow_from):
+        if form == "arrow" and self.arrow and _page_wants_columns(stream, query):
             encoded = _arrow_from_rows(stream, query)
             if encoded is not None:
                 return encoded
@@ -243,8 +246,7 @@ class WorkerApi:
                                          form, arrow_from)
         query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, arrow_from)
         stream = await self._ready_stream(query)
-        small = arrow_from is not None and _page_tuples(stream, query) < arrow_from
-        page = None if small else _rows_page(stream, query)
+        page = _rows_page(stream, query) if _page_wants_columns(stream, query) else None
         return _render(stream, query, False) if page is None else page
 
     async def _ready_stream(self, query: DataQuery) -> OutputStream:

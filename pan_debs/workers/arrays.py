@@ -113,8 +113,7 @@ class ArrayPath:
                 whole = np.empty((len(events), table.shape[1]), dtype=np.int64)
                 whole[mask], whole[~mask] = table, tuples
                 if self._suits(whole):
-                    self.rows_on_arrays += len(whole)
-                    self._process_table(whole)
+                    self._on_table(whole)
                     return
         pending: list[dict[str, Any]] = []
         at = 0
@@ -129,8 +128,7 @@ class ArrayPath:
                 if pending:
                     self._process_tuples(pending)
                     pending = []
-                self.rows_on_arrays += len(rows)
-                self._process_table(rows)
+                self._on_table(rows)
             else:
                 pending += self._row_dicts(rows)
         if pending:
@@ -140,10 +138,14 @@ class ArrayPath:
         """Rows taken from the row store as one table: on the array path if it is large enough (or ``arrays``
         says so) and suits it, else event by event, as the dicts of their ``ROW_FIELDS``."""
         if self._on_arrays(table):
-            self.rows_on_arrays += len(table)
-            self._process_table(table)
+            self._on_table(table)
         else:
             self._process_events(self._row_dicts(table))
+
+    def _on_table(self, table: np.ndarray) -> None:
+        """The array path, counted."""
+        self.rows_on_arrays += len(table)
+        self._process_table(table)
 
     def _on_arrays(self, table: np.ndarray) -> bool:
         return (self.arrays or len(table) >= self.MIN_ARRAY_ROWS) and self._suits(table)
@@ -155,8 +157,7 @@ class ArrayPath:
         if self.arrays and events:
             table = self._int_table(events)
             if table is not None:
-                self.rows_on_arrays += len(events)
-                self._process_table(table)
+                self._on_table(table)
                 return
         self._process_events(events)
 
