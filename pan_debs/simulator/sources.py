@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,12 +152,7 @@ class RowSource:
                 break
             ts, pos = self._ts, self._pos
             end = min(len(ts), pos + max_rows - len(out_ts))
-            stop = pos
-            if ts[end - 1] <= limit_ts:
-                stop = end
-            else:
-                while stop < end and ts[stop] <= limit_ts:
-                    stop += 1
+            stop = end if ts[end - 1] <= limit_ts else bisect_right(ts, limit_ts, pos, end)  # ts is sorted
             if stop == pos:
                 break
             if not out_ts and stop - pos == len(ts):

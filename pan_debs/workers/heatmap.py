@@ -86,14 +86,14 @@ def joint_cell(x: float, y: float) -> int:
 
 
 def joint_to_grid(nx: int, ny: int) -> list[int]:
-    """Joint cell -> cell of the nx x ny grid (nx divides 64; ny divides 100 or is 13)."""
-    table = []
-    for joint in range(FINE_X * FINE_Y * 13):
-        fine, i13 = divmod(joint, 13)
-        ix, iy = divmod(fine, FINE_Y)
-        row = i13 if ny == 13 else iy // (FINE_Y // ny)
-        table.append(ix // (FINE_X // nx) * ny + row)
-    return table
+    """Joint cell -> cell of the nx x ny grid (nx divides 64; ny divides 100 or is 13).
+
+    Built with numpy: every process that loads the components builds eight of these tables of 83,200 cells,
+    which a Python loop took 0.1 s of CPU for."""
+    fine, i13 = np.divmod(np.arange(FINE_X * FINE_Y * 13), 13)
+    ix, iy = np.divmod(fine, FINE_Y)
+    row = i13 if ny == 13 else iy // (FINE_Y // ny)
+    return (ix // (FINE_X // nx) * ny + row).tolist()
 
 
 _TABLES = {name: joint_to_grid(nx, ny) for name, (nx, ny) in GRIDS.items()}
