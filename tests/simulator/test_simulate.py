@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -467,3 +468,36 @@ async def test_without_a_break_to_skip_the_gate_moves_one_slice_a_round() -> Non
         await asyncio.wait_for(gate.arrive(False), 10)
         seen.append(gate.limit_ts)
     assert seen == [T0 + k * UNPACED_SLICE_PS for k in range(1, 5)]
+
+
+def test_row_source_takes_every_row_up_to_the_limit_in_file_order() -> None:
+    """``RowSource.take`` hands out exactly the rows with ts <= limit, at most ``max_rows`` at a time, across
+    block boundaries and runs of equal ts, in file order: nothing skipped, nothing twice."""
+    from pan_debs.simulator.sources import RowSource
+
+    rnd = random.Random(7)
+    ts, t = [], 0
+    for _ in range(3000):
+        t += rnd.choice((0, 0, 1, 5, 40))  # runs of equal ts, small and large steps
+        ts.append(t)
+    lines = [b"4,%d,%d\n" % (t, k) for k, t in enumerate(ts)]
+    sizes = [rnd.randint(1, 300) for _ in range(40)]
+    blocks, at = [], 0
+    for size in sizes:
+        if at < len(lines):
+            blocks.append(lines[at : at + size])
+            at += size
+    blocks.append(lines[at:])
+    source = RowSource("SENSOR4", iter([b for b in blocks if b]))
+    taken: list[bytes] = []
+    limit = 0
+    while not source.exhausted or source.peek_ts() is not None:
+        limit += rnd.randint(0, 400)
+        max_rows = rnd.randint(1, 500)
+        got_ts, got = source.take(limit, max_rows)
+        assert len(got) <= max_rows and len(got_ts) == len(got)
+        assert all(t <= limit for t in got_ts)
+        expected_more = [t for t in ts[len(taken) + len(got):] if t <= limit]
+        assert len(got) == max_rows or not expected_more  # it stops short only at the limit
+        taken += got
+    assert taken == lines
