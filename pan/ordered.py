@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+import numpy as np
+
 from pan import arrow_pages
 from pan.catalog import register
 from pan.channel import Cursor
@@ -320,10 +322,12 @@ class OrderedComponent(Component):
     def _feed_rows(self, stream: str, events: list[Any], all_rows: bool) -> None:
         """``feed`` of row ids (and of the dicts of pages that were not columns, unless ``all_rows``), whose
         ``ts`` the row store knows."""
-        tss = self.items_ts(events)
-        if all_rows:  # the usual batch: all rows of column pages, every ts known
-            self._handle(self.unit.push_timed(stream, tss, events))
+        assert self.row_store is not None
+        if all_rows and isinstance(self.unit, OrderingUnit):  # the usual batch: all rows of column pages
+            ids = np.array(events, dtype=np.int64)
+            self._handle(self.unit.push_rows(stream, self.row_store.ts_array(ids), ids))
             return
+        tss = self.items_ts(events)
         timed = [k for k, ts in enumerate(tss) if type(ts) is int]
         if len(timed) < len(events):
             self.untimed_tuples += len(events) - len(timed)
@@ -354,9 +358,11 @@ class OrderedComponent(Component):
 
     def _handle(self, released: Released) -> None:
         late = released.late
+        if isinstance(late, np.ndarray):  # row ids released as an array
+            late = late.tolist()
         if late and self.row_store is not None:  # row ids become tuples (before ``process`` takes those it gets)
             late = self._late_tuples(late)
-        if released.events and self.snapshots is None:  # a speculative unit has handed them on already
+        if len(released.events) and self.snapshots is None:  # a speculative unit has handed them on already
             self.process(released.events)
         if late and self.late_output is not None:
             self.late_output.extend(late)
@@ -453,8 +459,9 @@ class OrderedComponent(Component):
             return None
         return self.watermark(output, emitted)
 
-    def process(self, events: list[Tuple]) -> None:
-        """Handle events in ``ts`` order (late ones included under ``deliver``)."""
+    def process(self, events: list[Tuple] | np.ndarray) -> None:
+        """Handle events in ``ts`` order (late ones included under ``deliver``). With column inputs, row ids
+        come among them, or alone as an int64 array where the unit released a batch of ids only."""
         raise NotImplementedError
 
     # --- lost input (detection policies) ---------------------------------------------

@@ -20,6 +20,8 @@ from operator import mul
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pan.progress import END_OF_STREAM, StreamProgress
 
 PS_PER_MS = 10**9
@@ -58,11 +60,12 @@ class Released:
 
     With ``late_policy="deliver"`` late events appear in both lists (in ``events``
     at the point they were released); with ``"side"`` only in ``late``, so the
-    caller can route them to ``<output>_late``.
+    caller can route them to ``<output>_late``. Both are int64 arrays instead of
+    lists when every released event was pushed as one (``push_rows``).
     """
 
-    events: list[dict] = field(default_factory=list)
-    late: list[dict] = field(default_factory=list)
+    events: list[Any] | np.ndarray = field(default_factory=list)
+    late: list[Any] | np.ndarray = field(default_factory=list)
 
     def extend(self, other: Released) -> None:
         self.events.extend(other.events)
@@ -331,6 +334,28 @@ class _DelayWindow:
         return math.sqrt(max(0, n * q - s * s)) / n
 
 
+def _delays(start: int, tss: list[int] | np.ndarray) -> tuple[list[int], int]:
+    """The positive delays of ``tss`` against their running maximum from ``start`` on (zeros are only counted
+    by the caller), in order, and that maximum after the last."""
+    if isinstance(tss, np.ndarray):
+        running = np.maximum.accumulate(np.concatenate((np.array([start], dtype=np.int64), tss[:-1])))
+        behind = running - tss
+        return behind[behind > 0].tolist(), max(int(running[-1]), int(tss[-1]))
+    ds = []
+    add = ds.append
+    top = start
+    for t in tss:
+        if t > top:
+            top = t
+        elif t < top:
+            add(top - t)
+    return ds, top
+
+
+def _as_list(values: list[Any] | np.ndarray) -> list[Any]:
+    return values.tolist() if isinstance(values, np.ndarray) else values
+
+
 # --------------------------------------------------------------------------- the unit
 
 
@@ -346,6 +371,12 @@ class OrderingUnit:
     nearly in order, so a batch is usually just appended. A release cuts each run
     at ``clk - K`` and merges the pieces with one stable sort on ts; ties across
     streams then come out in stream-position order.
+
+    Row ids pushed as int64 arrays (``push_rows``) stay arrays: the run is then
+    a pair of arrays, cut with ``searchsorted`` and merged with one stable
+    ``argsort``, and a release of arrays alone hands on an array of ids. A
+    stream's run is in one form at a time: a batch of the other form turns it
+    into lists (a caught-up reader's JSON tuples among a catch-up's rows).
     """
 
     def __init__(self, settings: OrderingSettings, streams: Sequence[str]) -> None:
@@ -376,7 +407,10 @@ class OrderingUnit:
         self._prog: list[int | None] = [None] * len(streams)  # max(largest ts, promise) per stream
 
         self._bts: list[list[int]] = [[] for _ in streams]
-        self._bev: list[list[dict]] = [[] for _ in streams]
+        self._bev: list[list[Any]] = [[] for _ in streams]
+        # The run of a stream whose events came as arrays (``push_rows``); None while it is held in the lists.
+        self._ats: list[np.ndarray | None] = [None] * len(streams)
+        self._aev: list[np.ndarray | None] = [None] * len(streams)
         # Heap of (head ts, pos) so a release visits only streams with something due;
         # an entry is current iff it equals _head[pos], older ones are skipped.
         self._heads: list[tuple[int, int]] = []
@@ -453,9 +487,7 @@ class OrderingUnit:
     def push_timed(self, stream: str, tss: list[int], events: Sequence[Any]) -> Released:
         """``push`` of events whose ``ts`` the caller gives (``tss[k]`` is ``events[k]``'s): the unit then
         never looks into an event, which may be anything (a row id of ``pan.row_store``, say)."""
-        pos = self._pos.get(stream)
-        if pos is None:
-            raise ValueError(f"unknown input stream {stream!r}; inputs are {list(self.streams)}")
+        pos = self._input(stream)
         m = len(events)
         if not m:
             return Released()
@@ -467,7 +499,8 @@ class OrderingUnit:
             raise ValueError(f"{stream}: every event needs an integer 'ts' ({exc!r})") from None
         if not (_is_int(lo) and _is_int(hi)):
             raise ValueError(f"{stream}: 'ts' must be integer picoseconds, got {lo!r}..{hi!r}")
-
+        if self._ats[pos] is not None:
+            self._as_lists(pos)
         bts, bev = self._bts[pos], self._bev[pos]
         in_order = m == 1 or sorted(tss) == tss
         if in_order and (not bts or bts[-1] <= tss[0]):
@@ -475,10 +508,68 @@ class OrderingUnit:
             bev += events
         else:
             self._insert_unordered(bts, bev, tss, events, lo)
+        return self._after_push(pos, tss, hi, in_order)
+
+    def push_rows(self, stream: str, tss: np.ndarray, ids: np.ndarray) -> Released:
+        """``push_timed`` of a batch of row ids as int64 arrays (``tss[k]`` is ``ids[k]``'s ts): the batch is
+        held, merged and released as arrays, with no Python object per row (the unit keeps both arrays)."""
+        pos = self._input(stream)
+        m = len(ids)
+        if not m:
+            return Released()
+        if tss.shape != (m,) or ids.shape != (m,) or tss.dtype != np.int64 or ids.dtype != np.int64:
+            raise ValueError(f"{stream}: ts and ids must be int64 arrays of one length, got {tss.dtype}{tss.shape} "
+                             f"and {ids.dtype}{ids.shape}")
+        if self._bev[pos]:  # the stream's run is held in the lists: it becomes arrays if it is ids alone
+            if not all(type(event) is int for event in self._bev[pos]):
+                return self.push_timed(stream, tss.tolist(), ids.tolist())  # else the batch joins the lists
+            self._as_arrays(pos)
+        hi = int(tss.max())
+        in_order = m == 1 or bool((tss[1:] >= tss[:-1]).all())
+        run_ts, run_ids, sorted_run = tss, ids, in_order
+        held_ts, held_ids = self._ats[pos], self._aev[pos]
+        if held_ts is not None and held_ids is not None:
+            run_ts, run_ids = np.concatenate((held_ts, tss)), np.concatenate((held_ids, ids))
+            sorted_run = in_order and bool(held_ts[-1] <= tss[0])
+        if not sorted_run:  # stable: equal ts keep index order, the held ones first
+            order = np.argsort(run_ts, kind="stable")
+            run_ts, run_ids = run_ts[order], run_ids[order]
+        self._ats[pos], self._aev[pos] = run_ts, run_ids
+        return self._after_push(pos, tss, hi, in_order)
+
+    def _input(self, stream: str) -> int:
+        pos = self._pos.get(stream)
+        if pos is None:
+            raise ValueError(f"unknown input stream {stream!r}; inputs are {list(self.streams)}")
+        return pos
+
+    def _as_lists(self, pos: int) -> None:
+        """The stream's run, held as arrays, goes into the lists (a batch of another form came)."""
+        held_ts, held_ids = self._ats[pos], self._aev[pos]
+        self._ats[pos] = self._aev[pos] = None
+        if held_ts is not None and held_ids is not None:
+            self._bts[pos] += held_ts.tolist()
+            self._bev[pos] += held_ids.tolist()
+
+    def _as_arrays(self, pos: int) -> None:
+        """The stream's run, held in the lists and all ids, becomes arrays (a batch of ids came)."""
+        self._ats[pos] = np.array(self._bts[pos], dtype=np.int64)
+        self._aev[pos] = np.array(self._bev[pos], dtype=np.int64)
+        self._bts[pos], self._bev[pos] = [], []
+
+    def _first_ts(self, pos: int) -> int:
+        held_ts = self._ats[pos]
+        return self._bts[pos][0] if held_ts is None else int(held_ts[0])
+
+    def _after_push(self, pos: int, tss: list[int] | np.ndarray, hi: int, in_order: bool) -> Released:
+        """After a batch of ``len(tss)`` events went into the run of stream ``pos``: heads, progress, delays, and
+        the release if the clock moved."""
+        m = len(tss)
+        first = self._first_ts(pos)
         head = self._head[pos]
-        if head is None or bts[0] < head:
-            self._head[pos] = bts[0]
-            heappush(self._heads, (bts[0], pos))
+        if head is None or first < head:
+            self._head[pos] = first
+            heappush(self._heads, (first, pos))
         self._n_buf += m
         self._pushed += m
         old = self._max_ts[pos]
@@ -497,29 +588,23 @@ class OrderingUnit:
         if not self._is_clock[pos]:
             # Delay of a non-clock event = clk after the next clock event - ts (seed 001 §II-E).
             if self._pending_n < self.settings.window:
-                self._pending.append((pos, tss, self._clk))
+                self._pending.append((pos, tss if isinstance(tss, list) else tss.tolist(), self._clk))
                 self._pending_n += m
             else:
                 self._unmeasured += m
             return Released()
 
-        clk0 = self._clk if self._clk is not None else tss[0]
-        if in_order and tss[0] >= clk0:  # fast path: every delay is 0
+        first_new = int(tss[0])
+        clk0 = self._clk if self._clk is not None else first_new
+        if in_order and first_new >= clk0:  # fast path: every delay is 0
             if self._pending:
-                self._measure_pending(tss[0])
+                self._measure_pending(first_new)
             self._record_zeros(m)
-            new_clk = tss[-1]
+            new_clk = int(tss[-1])
         else:
             if self._pending:
-                self._measure_pending(max(clk0, tss[0]))
-            ds = []
-            add = ds.append
-            new_clk = clk0
-            for t in tss:  # delay against the running clock; zeros are only counted
-                if t > new_clk:
-                    new_clk = t
-                elif t < new_clk:
-                    add(new_clk - t)
+                self._measure_pending(max(clk0, first_new))
+            ds, new_clk = _delays(clk0, tss)  # against the running clock; zeros are only counted
             if m > len(ds):
                 self._record_zeros(m - len(ds))
             if ds:
@@ -530,7 +615,8 @@ class OrderingUnit:
         self._update_k()
         return self._release()
 
-    def _push_watermark(self, pos: int, tss: list[int], old_max: int | None, in_order: bool) -> Released:
+    def _push_watermark(self, pos: int, tss: list[int] | np.ndarray, old_max: int | None,
+                        in_order: bool) -> Released:
         """clk = the slowest active stream's progress; K only has to cover disorder within a stream.
 
         Every input stream is nearly sorted by ts, so once each stream has passed
@@ -540,16 +626,11 @@ class OrderingUnit:
         on how fast each stream happens to be delivered, which keeps output
         identical from run to run.
         """
-        running = old_max if old_max is not None else tss[0]
+        running = old_max if old_max is not None else int(tss[0])
         if in_order and tss[0] >= running:
             self._record_zeros(len(tss))
         else:
-            ds = []
-            for t in tss:
-                if t > running:
-                    running = t
-                elif t < running:
-                    ds.append(running - t)
+            ds, _ = _delays(running, tss)
             if len(tss) > len(ds):
                 self._record_zeros(len(tss) - len(ds))
             if ds:
@@ -759,15 +840,20 @@ class OrderingUnit:
         self._k = k
 
     def _release(self, everything: bool = False) -> Released:
-        out = Released()
         if not self._n_buf or (self._clk is None and not everything):
-            return out
+            return Released()
         # In watermark mode a stream at ts t may still bring more events at t: release strictly below.
         limit = math.inf if everything else self._clk - self._k - self._tie
-        all_ts: list[int] = []
-        all_ev: list[dict] = []
-        starts: list[int] = []  # where each contributing stream's piece begins
-        owners: list[int] = []
+        pieces = self._cut(limit)
+        if not pieces:
+            return Released()
+        self._n_buf -= sum(len(ts) for _pos, ts, _events in pieces)
+        if all(isinstance(events, np.ndarray) for _pos, _ts, events in pieces):
+            return self._merge_arrays(pieces)  # type: ignore[arg-type]
+        return self._merge_lists([(pos, _as_list(ts), _as_list(events)) for pos, ts, events in pieces])
+
+    def _cut(self, limit: float) -> list[tuple[int, list[int] | np.ndarray, list[Any] | np.ndarray]]:
+        """The events up to ``limit`` of every stream with some due, in stream order: (position, ts, events)."""
         heads, head = self._heads, self._head
         due = []
         while heads and heads[0][0] <= limit:
@@ -775,22 +861,42 @@ class OrderingUnit:
             if head[pos] == ts:
                 head[pos] = None
                 due.append(pos)
-        due.sort()  # concatenate in stream order so the stable sort breaks ties by position
+        due.sort()  # in stream order, so that a stable sort breaks ties by position
+        pieces: list[tuple[int, list[int] | np.ndarray, list[Any] | np.ndarray]] = []
         for pos in due:
+            held_ts, held_ids = self._ats[pos], self._aev[pos]
+            if held_ts is not None and held_ids is not None:
+                cut = len(held_ts) if held_ts[-1] <= limit else int(np.searchsorted(held_ts, limit, side="right"))
+                pieces.append((pos, held_ts[:cut], held_ids[:cut]))
+                if cut < len(held_ts):
+                    self._ats[pos], self._aev[pos] = held_ts[cut:], held_ids[cut:]
+                    head[pos] = int(held_ts[cut])
+                    heappush(heads, (head[pos], pos))
+                else:
+                    self._ats[pos] = self._aev[pos] = None
+                continue
             bts, bev = self._bts[pos], self._bev[pos]
             cut = len(bts) if bts[-1] <= limit else bisect_right(bts, limit)
-            starts.append(len(all_ts))
-            owners.append(pos)
-            all_ts += bts[:cut]
-            all_ev += bev[:cut]
+            pieces.append((pos, bts[:cut], bev[:cut]))
             del bts[:cut], bev[:cut]
             if bts:
                 head[pos] = bts[0]
                 heappush(heads, (bts[0], pos))
+        return pieces
+
+    def _merge_lists(self, pieces: list[tuple[int, list[int], list[Any]]]) -> Released:
+        """Merge the streams' due events by (ts, stream position) and split off the late ones."""
+        out = Released()
+        all_ts: list[int] = []
+        all_ev: list[Any] = []
+        starts: list[int] = []  # where each contributing stream's piece begins
+        owners: list[int] = []
+        for pos, ts, events in pieces:
+            starts.append(len(all_ts))
+            owners.append(pos)
+            all_ts += ts
+            all_ev += events
         n = len(all_ts)
-        if not n:
-            return out
-        self._n_buf -= n
         if len(owners) > 1:
             order = sorted(range(n), key=all_ts.__getitem__)  # stable: ties keep stream order
             all_ev = list(map(all_ev.__getitem__, order))
@@ -809,12 +915,43 @@ class OrderingUnit:
                 if ts > rts or (ts == rts and owner(n_late) >= rpos):
                     break
                 n_late += 1
+        return self._split_late(out, all_ev, n_late, (all_ts[order[-1]], owner(n - 1)))
+
+    def _merge_arrays(self, pieces: list[tuple[int, np.ndarray, np.ndarray]]) -> Released:
+        """``_merge_lists`` of pieces that are all arrays, with one stable ``argsort``."""
+        if len(pieces) == 1:
+            pos, all_ts, all_ids = pieces[0]
+            owners = None
+        else:
+            all_ts = np.concatenate([ts for _pos, ts, _ids in pieces])
+            all_ids = np.concatenate([ids for _pos, _ts, ids in pieces])
+            owners = np.repeat(np.array([pos for pos, _ts, _ids in pieces]), [len(ts) for _pos, ts, _ids in pieces])
+            order = np.argsort(all_ts, kind="stable")  # stable: ties keep stream order
+            all_ts, all_ids, owners = all_ts[order], all_ids[order], owners[order]
+            pos = int(owners[-1])
+        # Late: behind the last released key (ts, position), i.e. a prefix of the sorted events.
+        rts, rpos = self._rel_key
+        n_late = 0
+        if all_ts[0] <= rts:
+            below = int(np.searchsorted(all_ts, rts, side="left"))
+            upto = int(np.searchsorted(all_ts, rts, side="right"))
+            if owners is None:  # ties with the last released key are late if their stream comes before its
+                n_late = upto if pieces[0][0] < rpos else below
+            else:
+                n_late = below + int(np.searchsorted(owners[below:upto], rpos, side="left"))
+        return self._split_late(Released(), all_ids, n_late, (int(all_ts[-1]), pos))
+
+    def _split_late(self, out: Released, events: list[Any] | np.ndarray, n_late: int,
+                    last_key: tuple[int, int]) -> Released:
+        """``events`` (merged, the first ``n_late`` late) handed on by the late policy; ``last_key``: the (ts,
+        position) of the last one."""
+        n = len(events)
         if n_late:
-            out.late = all_ev[:n_late]
+            out.late = events[:n_late]
             self._late += n_late
-        out.events = all_ev if self._deliver or not n_late else all_ev[n_late:]
+        out.events = events if self._deliver or not n_late else events[n_late:]
         if n_late < n:
-            self._rel_key = (all_ts[order[-1]], owner(n - 1))
+            self._rel_key = last_key
             self._released += n - n_late
         return out
 

@@ -118,7 +118,11 @@ class RowStore:
 
     def ts(self, ids: Sequence[int]) -> list[int]:
         """The ``ts`` of each id (still held)."""
-        return self._gather(ids, take=False)[:, 0].tolist()
+        return self.ts_array(ids).tolist()
+
+    def ts_array(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """``ts`` as an int64 array."""
+        return self._gather(ids, take=False)[:, 0]
 
     def tuples(self, ids: Sequence[int]) -> list[dict[str, int]]:
         """The whole tuples of ``ids`` as dicts, as a JSON page decodes them (late events, loss reports);

@@ -89,7 +89,10 @@ class ArrayPath:
         arrays = spec.params.get(PARAM, cls.COLUMN_INPUTS_UNSET)
         return cls.ROW_FIELDS if cls.COLUMN_INPUTS and arrays is not False else None
 
-    def process(self, events: list[Any]) -> None:
+    def process(self, events: list[Any] | np.ndarray) -> None:
+        if isinstance(events, np.ndarray):  # row ids alone, released as an array
+            self._process_rows(self.row_store.take(events))  # type: ignore[union-attr]
+            return
         kinds = set(map(type, events)) if self.row_store is not None else set()
         if kinds == {int}:  # row ids alone: one table
             self._process_rows(self.row_store.take(events))  # type: ignore[union-attr]
