@@ -431,6 +431,7 @@ class OrderingUnit:
         self._hist_n = 0
 
         self._pushed = 0
+        self._released_as_arrays = 0
         self._released = 0
         self._late = 0
         self._k_increases = 0
@@ -939,6 +940,7 @@ class OrderingUnit:
                 n_late = upto if pieces[0][0] < rpos else below
             else:
                 n_late = below + int(np.searchsorted(owners[below:upto], rpos, side="left"))
+        self._released_as_arrays += len(all_ids)
         return self._split_late(Released(), all_ids, n_late, (int(all_ts[-1]), pos))
 
     def _split_late(self, out: Released, events: list[Any] | np.ndarray, n_late: int,
@@ -979,6 +981,7 @@ class OrderingUnit:
             "k_increases": self._k_increases,
             "pushed": self._pushed,
             "released": self._released,
+            "released_as_arrays": self._released_as_arrays,  # late ones too: events the array merge handed on
             "unmeasured": self._unmeasured,
             "promise_advances": self._promise_advances,
             "ended_inputs": sum(self._ended),

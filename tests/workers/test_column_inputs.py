@@ -114,10 +114,19 @@ def feed_in_rounds(twins: ColumnTwins, rows: np.ndarray, streams: list[str], sec
     twins.finish()
 
 
-def check_same(twins: ColumnTwins) -> dict[str, Any]:
-    """Counters alike on both twins (the row store's apart); the row store let every row go."""
+def compared_counters(twins: ColumnTwins) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The twins' counters, to be equal, and the row store's: the twin with columns has a row store, and its
+    ordering unit merged ids as arrays (checked here), which the per-event twin did not."""
     with_columns, per_event = twins.arrays.counters(), twins.per_event.counters()
     store = with_columns.pop("column_inputs")
+    assert with_columns["ordering"].pop("released_as_arrays") > 0
+    assert per_event["ordering"].pop("released_as_arrays") == 0
+    return with_columns, per_event, store
+
+
+def check_same(twins: ColumnTwins) -> dict[str, Any]:
+    """Counters alike on both twins (the row store's apart); the row store let every row go."""
+    with_columns, per_event, store = compared_counters(twins)
     assert with_columns == per_event
     ordering = per_event["ordering"]
     if twins.arrays.arrays:
@@ -185,8 +194,7 @@ def test_hits_from_column_inputs_are_the_per_event_paths(match_rows: np.ndarray,
             for stream, page in held:
                 twins.feed(stream, page)
     twins.finish()
-    with_columns, per_event = twins.arrays.counters(), twins.per_event.counters()
-    store = with_columns.pop("column_inputs")
+    with_columns, per_event, store = compared_counters(twins)
     assert with_columns == per_event and twins.compared >= per_event["hits"] >= 5  # (compared: late rows too)
     assert per_event["ordering"]["late"] > 0 and store["rows_held"] == 0 and store["rows_stored"] > 100_000
     on_arrays = twins.arrays.rows_on_arrays
@@ -275,5 +283,7 @@ async def test_a_worker_pulls_column_pages_into_its_row_store_and_json_pages_as_
             assert got == expected[player], (worker.spec.name, player)
         store = worker.component.counters()["column_inputs"]
         assert least <= store["rows_stored"] <= most, (worker.spec.name, store)
+        merged_as_arrays = worker.component.counters()["ordering"]["released_as_arrays"]
+        assert (merged_as_arrays > 0) == (least > 0), (worker.spec.name, merged_as_arrays)  # the backlog's ids
         assert store["rows_held"] == 0 and store["batches_as_tuples"] == 0
         assert sum(c.counters.received for c in worker.inputs.values()) == len(part)
