@@ -3,7 +3,8 @@
 Input: N streams of periodic events, a fraction of them back-dated (out of order),
 arriving as per-stream batches in round-robin. Event generation is not timed.
 Compares with a plain per-event heapq K-slack loop and reports events/s and the ratio
-(medians over ``--reps`` runs of each, interleaved).
+(medians over ``--reps`` runs of each, interleaved). The same events as row ids (a component with column
+inputs) go through the unit both as lists (``push_timed``) and as int64 arrays (``push_rows``), side by side.
 
     pan bench ordering [--events 1000000] [--streams 40] [--batch 100] [--reps 3] [--write docs/ordering.md]
 """
@@ -11,6 +12,7 @@ Compares with a plain per-event heapq K-slack loop and reports events/s and the 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -64,6 +66,36 @@ def run_unit(streams, batches, settings: OrderingSettings) -> tuple[float, int, 
     return time.perf_counter() - t0, n, unit
 
 
+def row_batches(batches, as_arrays: bool) -> list[tuple[str, Any, Any]]:
+    """The batches as (stream, ts, row ids): lists, or int64 arrays (not timed)."""
+    import numpy as np
+
+    out, next_id = [], 0
+    for stream, events in batches:
+        tss, ids = [ev["ts"] for ev in events], list(range(next_id, next_id + len(events)))
+        next_id += len(events)
+        out.append((stream, np.array(tss, dtype=np.int64), np.array(ids, dtype=np.int64)) if as_arrays
+                   else (stream, tss, ids))
+    return out
+
+
+def run_rows(streams, batches, settings: OrderingSettings, as_arrays: bool) -> tuple[float, int, OrderingUnit]:
+    """``run_unit`` of the events as row ids with their ts: ``push_timed`` of lists or ``push_rows`` of arrays."""
+    from pan.ordering import OrderingUnit
+
+    prepared = row_batches(batches, as_arrays)
+    unit = OrderingUnit(settings, streams)
+    push = unit.push_rows if as_arrays else unit.push_timed
+    n = 0
+    t0 = time.perf_counter()
+    for stream, tss, ids in prepared:
+        r = push(stream, tss, ids)
+        n += len(r.events) + len(r.late)
+    r = unit.flush()
+    n += len(r.events) + len(r.late)
+    return time.perf_counter() - t0, n, unit
+
+
 def run_baseline(batches, k: int) -> tuple[float, int]:
     """Textbook K-slack: one heappush per event, clk = max ts, pop while ts + K <= clk."""
     heap: list = []
@@ -107,11 +139,17 @@ def run(args: argparse.Namespace) -> int:
         "all inputs clock (default)": OrderingSettings(initial_k=k0),
         f"one clock stream ({streams[0]})": OrderingSettings(clock=(streams[0],), initial_k=k0),
     }
-    rates: dict[str, list[float]] = {label: [] for label in [*configs, BASELINE]}
+    rows_of = {ROW_LISTS: False, ROW_ARRAYS: True}
+    rates: dict[str, list[float]] = {label: [] for label in [*configs, *rows_of, BASELINE]}
     units: dict[str, dict[str, float]] = {}
     for _ in range(max(1, args.reps)):
         for label, settings in configs.items():
             elapsed, n, unit = run_unit(streams, batches, settings)
+            assert n == total
+            rates[label].append(total / elapsed)
+            units[label] = {"final_k_ms": unit.k / PS_PER_MS, "late": unit.late_count}
+        for label, as_arrays in rows_of.items():  # the default settings, the events as row ids
+            elapsed, n, unit = run_rows(streams, batches, next(iter(configs.values())), as_arrays)
             assert n == total
             rates[label].append(total / elapsed)
             units[label] = {"final_k_ms": unit.k / PS_PER_MS, "late": unit.late_count}
@@ -124,10 +162,14 @@ def run(args: argparse.Namespace) -> int:
         "config": {"events": total, "streams": args.streams, "batch": args.batch, "disorder": args.disorder,
                    "reps": max(1, args.reps)},
         "events_per_s": {label: round(common.median(r)) for label, r in rates.items()},
+        "events_per_s_range": {label: [round(min(r)), round(max(r))] for label, r in rates.items()},
         "units": units,
+        "load_avg_at_end": list(os.getloadavg()),
     }
     results["ratio_unit_vs_baseline"] = round(
         results["events_per_s"][next(iter(configs))] / results["events_per_s"][BASELINE], 2)
+    results["ratio_arrays_vs_lists"] = round(
+        results["events_per_s"][ROW_ARRAYS] / results["events_per_s"][ROW_LISTS], 2)
     for label, rate in results["events_per_s"].items():
         print(f"{label}: {rate:,.0f} events/s", file=sys.stderr)
     common.publish(results, args.write, SECTION, lambda: report(results))
@@ -135,18 +177,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 BASELINE = "baseline per-event heapq K-slack (fixed K)"
+ROW_LISTS = "row ids as lists (push_timed), all inputs clock"
+ROW_ARRAYS = "row ids as int64 arrays (push_rows), all inputs clock"
 
 
 def report(results: dict[str, Any]) -> str:
     config = results["config"]
-    rows = [[label, common.fmt(rate), *(
+    rows = [[label, common.fmt(rate), "{:,} - {:,}".format(*results["events_per_s_range"][label]), *(
         [f"{results['units'][label]['final_k_ms']:.1f}", results["units"][label]["late"]]
         if label in results["units"] else ["-", "-"])] for label, rate in results["events_per_s"].items()]
     return "\n".join([
         *common.report_head("## Ordering unit throughput", results),
         f"Command: `{results['command']}`: {config['events']:,} events over {config['streams']} streams at 200 Hz, "
         f"{config['disorder']:.0%} back-dated by up to 20 ms, batches of {config['batch']} per stream in round "
-        f"robin; medians of {config['reps']} runs. Ratio unit / baseline: {results['ratio_unit_vs_baseline']:.2f}.",
+        f"robin; medians of {config['reps']} runs, interleaved. Ratio unit / baseline: "
+        f"{results['ratio_unit_vs_baseline']:.2f}. Row ids as arrays / as lists: "
+        f"{results['ratio_arrays_vs_lists']:.2f}.",
         "",
-        common.markdown_table(["Configuration", "Events/s", "Final K ms", "Late"], rows),
+        common.markdown_table(["Configuration", "Events/s", "Min - max", "Final K ms", "Late"], rows),
     ])
