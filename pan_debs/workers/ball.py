@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pan.catalog import register
+from pan.int_csv import IntCsvLayout, render_indexed
 from pan.ordered import OrderedComponent
 from pan.specs import WorkerSpec
 from pan.streams import Tuple
@@ -43,6 +44,8 @@ from pan_debs.workers.arrays import ArrayPath, arrays_param
 
 OUTPUT = "ACTIVEBALL"
 FIELDS = ("ts", "sid", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
+#: An output tuple as the array path writes it: the JSON of the dict the per-event path emits, with its index.
+OUTPUT_LAYOUT = IntCsvLayout(FIELDS, key_column=1, ts_column=0)
 
 
 def ball_list(spec: WorkerSpec) -> list[int]:
@@ -170,7 +173,15 @@ class ActiveBall(ArrayPath, OrderedComponent):
             chosen = np.concatenate(emitted)
             if len(chosen):
                 self.emitted += len(chosen)
-                self.output.extend([dict(zip(FIELDS, row, strict=True)) for row in table[chosen].tolist()])
+                self._emit_rows(table[chosen])
+
+    def _emit_rows(self, rows: np.ndarray) -> None:
+        """Rows of ``FIELDS`` onto the output, rendered from the numbers (no dict per row)."""
+        start = self.output.next_index
+        indexed = np.empty((len(rows), 1 + len(FIELDS)), dtype=np.int64)
+        indexed[:, 0] = np.arange(start, start + len(rows))
+        indexed[:, 1:] = rows
+        self.output.extend_encoded(render_indexed(OUTPUT_LAYOUT, indexed))
 
     def _process_events(self, events: list[Tuple]) -> None:
         """The per-event path (and the array path's for a batch with a row that is not all ints)."""
