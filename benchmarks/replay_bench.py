@@ -84,6 +84,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--floor-reps", type=int, default=3, metavar="N",
                    help="also run `pan bench floor` N times on the same data and report each replay's rows/s as a "
                         "fraction of its median (0: not)")
+    p.add_argument("--fixed-reps", type=int, default=3, metavar="N",
+                   help="also replay N times without a row per wire (start-up, subscriptions, ends, stop), and "
+                        "report the CPU of the rows alone and the driver's share of it (0: not)")
     p.add_argument("--recorder", type=parse_recorders, default=["lines"], metavar="R[,R]",
                    help="over JSON, replay with each of these recorders, interleaved (lines: it writes the bytes "
                         "of line pages as they come; decoded: it decodes every tuple and encodes it again) "
@@ -203,17 +206,19 @@ async def producers_registered(workflow_path: Path) -> float:
 
 
 async def replay_with_cpu(
-    workflow: Path, data: Path, work: Path, wire: str, profile_s: float = 0.0, decode: bool = False
+    workflow: Path, data: Path, work: Path, wire: str, profile_s: float = 0.0, decode: bool = False,
+    to_ts: int | None = None,
 ) -> tuple[dict[str, Any], dict[tuple[str, str], float], float, pyspy.Profile | None]:
     """Run `pan replay` on ``data`` with ``PAN_WIRE=wire``: its JSON summary, CPU seconds per (kind, name) of
     process, wall seconds, and with ``profile_s`` a py-spy profile of the peers. ``decode``: the recorder
-    decodes every tuple (``--record-decoded``).
+    decodes every tuple (``--record-decoded``); ``to_ts``: only the rows up to that ts are fed (``--to``).
 
     Raises if a process of the run had another ``PAN_WIRE`` (the format would be mixed)."""
     import psutil
 
     child = common.Child([sys.executable, "-m", "pan", "replay", "--json", str(workflow), "--data", str(data),
-                          "--record", str(work / "record"), *(["--record-decoded"] if decode else [])],
+                          "--record", str(work / "record"), *(["--record-decoded"] if decode else []),
+                          *([] if to_ts is None else ["--to", str(to_ts)])],
                          ready=False, grace_s=30, env=wires.env(wire))
     seen: dict[int, tuple[tuple[str, str], float]] = {}
     wire_of: dict[int, str | None] = {}
@@ -259,13 +264,14 @@ async def replay_with_cpu(
 
 
 def measure(workflow: Path, data: Path, work: Path, span_s: float, wire: str, profile_s: float = 0.0,
-            decode: bool = False) -> dict[str, Any]:
+            decode: bool = False, to_ts: int | None = None) -> dict[str, Any]:
     """One replay of ``workflow`` over ``wire``: throughput, multiple of real time, CPU per process (and a
     profile), the load average before and after, and a digest of what it recorded (the recording is removed).
-    ``decode``: the recorder decodes every tuple."""
+    ``decode``: the recorder decodes every tuple; ``to_ts``: feed only the rows up to it."""
     work.mkdir(parents=True, exist_ok=True)
     load_before = wires.load_avg()
-    summary, cpu, wall_s, profile = eventloop.run(replay_with_cpu(workflow, data, work, wire, profile_s, decode))
+    summary, cpu, wall_s, profile = eventloop.run(replay_with_cpu(workflow, data, work, wire, profile_s, decode,
+                                                                  to_ts))
     load_after = wires.load_avg()
     digest = recording_digest(work / "record")
     shutil.rmtree(work / "record", ignore_errors=True)  # a 1-minute match records hundreds of MB
@@ -330,6 +336,35 @@ def recording_digest(record: Path) -> str:
     return digest.hexdigest()
 
 
+def fixed_cost(workflow: Path, data: Path, work: Path, wire: str, reps: int) -> dict[str, Any]:
+    """CPU of the replay without a row: every process starts, the recorder subscribes to every output, every
+    input ends at once and the ends reach the recorder, everything stops. What a replay costs whatever its
+    length; the rest of a measured run's CPU is the rows' (``per_row_cpu``)."""
+    from pan_debs.simulator.sources import first_ts, sensor_files
+
+    before_any = (first_ts(data, sensor_files(data)) or 0) - 1
+    runs = []
+    for rep in range(reps):
+        result = measure(workflow, data, work / f"{wire}-empty-{rep}", 0.0, wire, to_ts=before_any)
+        if result["input_rows"]:
+            raise RuntimeError(f"the replay without rows fed {result['input_rows']} rows")
+        runs.append(result)
+    return {"runs": len(runs), "cpu_total_s": wires.spread([r["cpu_total_s"] for r in runs]),
+            "driver_cpu_s": wires.spread([_driver_cpu(r) for r in runs])}
+
+
+def per_row_cpu(summary: dict[str, Any], fixed: dict[str, Any]) -> dict[str, float]:
+    """The medians of a wire's runs less the fixed cost: the CPU the rows took, and the driver's share of it."""
+    total = summary["cpu_total_s_median"] - fixed["cpu_total_s"]["median"]
+    driver = summary["driver_cpu_s"]["median"] - fixed["driver_cpu_s"]["median"]
+    return {"cpu_total_s": round(total, 2), "driver_cpu_s": round(driver, 2),
+            "driver_share": round(driver / total, 3) if total > 0 else float("nan")}
+
+
+def _driver_cpu(run: dict[str, Any]) -> float:
+    return next((p["cpu_s"] for p in run["processes"] if p["kind"] == "driver"), 0.0)
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The repetitions of one layout and wire: medians with min-max, CPU per process as medians."""
     first = runs[0]
@@ -339,7 +374,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     spreads = {key: wires.spread([r[key] for r in runs])
                for key in ("rows_per_s", "end_to_end_rows_per_s", "real_time_multiple", "feed_s", "wall_s",
                            "cpu_total_s")}
-    driver = wires.spread([next((p["cpu_s"] for p in r["processes"] if p["kind"] == "driver"), 0.0) for r in runs])
+    driver = wires.spread([_driver_cpu(r) for r in runs])
     return {
         "peers": first["peers"], "input_rows": first["input_rows"], "event_time_s": first["event_time_s"],
         "reps": len(runs), **spreads, "driver_cpu_s": driver,
@@ -354,8 +389,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.floor_reps < 0 or args.reps < 1:
-        print("pan bench replay: --floor-reps must be >= 0 and --reps >= 1", file=sys.stderr)
+    if args.floor_reps < 0 or args.fixed_reps < 0 or args.reps < 1:
+        print("pan bench replay: --floor-reps and --fixed-reps must be >= 0 and --reps >= 1", file=sys.stderr)
         return 2
     problem = wires.check_available(args.wires)
     if problem:
@@ -412,6 +447,15 @@ def run(args: argparse.Namespace) -> int:
                 entry["lines_over_decoded"] = {
                     key: wires.ratio(lines_run[key]["median"], decoding_run[key]["median"])
                     for key in ("rows_per_s", "end_to_end_rows_per_s", "driver_cpu_s", "cpu_total_s")}
+            if args.fixed_reps > 0 and layout == next(iter(layouts)):
+                for wire, summary in entry["wires"].items():
+                    fixed = fixed_cost(moved[layout], data, work / layout, summary["runs"][0]["wire"],
+                                       args.fixed_reps)
+                    summary["fixed"], summary["per_row"] = fixed, per_row_cpu(summary, fixed)
+                    print(f"replay {layout} {wire}: without rows CPU {fixed['cpu_total_s']['median']:.1f} s (driver "
+                          f"{fixed['driver_cpu_s']['median']:.1f} s); the rows' own: "
+                          f"{summary['per_row']['cpu_total_s']:.1f} s, driver's share "
+                          f"{summary['per_row']['driver_share']:.0%}", file=sys.stderr, flush=True)
             if args.profile > 0 and layout == next(iter(layouts)):  # extra runs: py-spy slows no measured one
                 for wire in args.wires:
                     profiled = measure(moved[layout], data, work / layout / f"{wire}-profile", span_s, wire,
@@ -514,6 +558,17 @@ def report(results: dict[str, Any]) -> str:
             header += [f"CPU s {wire}", f"Share {wire}"]
         lines += ["", f"CPU per process, {entry['title']} ({first['peers']} peers), medians over the runs:", "",
                   common.markdown_table(header, cpu_rows, align="ll" + "rr" * len(summaries))]
+    fixed_rows = [[entry["title"], wire, s["fixed"]["runs"], f"{s['fixed']['cpu_total_s']['median']:.1f} s",
+                   f"{s['fixed']['driver_cpu_s']['median']:.1f} s", f"{s['per_row']['cpu_total_s']:.1f} s",
+                   f"{s['per_row']['driver_cpu_s']:.1f} s", f"{s['per_row']['driver_share']:.0%}"]
+                  for entry in runs.values() for wire, s in entry["wires"].items() if "fixed" in s]
+    if fixed_rows:
+        lines += ["", "What a replay costs without a row (the same command with `--to` before the first row: every "
+                  "process starts, the recorder subscribes to every output, every input ends at once, the ends are "
+                  "recorded, everything stops), and what is left to the rows: the medians above less it.", "",
+                  common.markdown_table(["Processes", "Wire", "Runs without rows", "CPU without rows",
+                                         "Driver without rows", "CPU of the rows", "Driver CPU of the rows",
+                                         "Driver's share of the rows' CPU"], fixed_rows, align="llrrrrrr")]
     if "floor" in results:
         floor = results["floor"]
         parts = [f"{s['fraction_of_floor']:.0%} of it {e['title']} over {wire}"

@@ -308,7 +308,8 @@ def test_floor_refuses_zero_reps() -> None:
 @pytest.mark.heavy
 def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
     report = tmp_path / "benchmarks.md"
-    summary = bench("replay", "--quick", "--reps", "1", "--profile", "2", "--floor-reps", "1", "--recorder",
+    summary = bench("replay", "--quick", "--reps", "1", "--profile", "2", "--floor-reps", "1", "--fixed-reps", "1",
+                    "--recorder",
                     "lines,decoded", "--wires", "json,auto,arrow", "--write", str(report), timeout=900)
     assert summary["benchmark"] == "replay" and summary["machine"]["cores"] >= 1
     assert summary["config"]["wires"] == ["json", "auto", "arrow"] and summary["config"]["reps"] == 1
@@ -332,6 +333,7 @@ def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
             assert all(0 <= a["share"] <= 1 for a in profile["areas"])
             assert sum(a["share"] for a in profile["areas"]) > 0
         assert run["input_rows"] > 0 and run["feed_s"]["median"] > 0 and run["event_time_s"] > 0
+        assert run["fixed"]["runs"] == 1 and 0 < run["per_row"]["driver_cpu_s"] < run["per_row"]["cpu_total_s"]
         kinds = [p["kind"] for p in run["processes"]]
         assert kinds[:3] == ["driver", "launcher", "repository"] and kinds.count("peer") == run["peers"] == 3
         assert all(p["workers"] for p in run["processes"] if p["kind"] == "peer")
