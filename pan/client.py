@@ -244,7 +244,8 @@ class StreamSubscriber:
                 generation = state.raw_generation if state.raw_view else None
                 # Behind the publisher's last answer, the next page is there already: no long poll to wait for.
                 wait = state.position >= state.upstream_last
-                answer = await self.fetcher.get(self._session, state.source, after, generation, wait=wait)
+                answer = await self.fetcher.get(self._session, state.source, after, generation, wait=wait,
+                                                known_wm=state.progress.wm)
             except BadAnswer as exc:
                 self._bad_page(state.source, exc)
                 # Even a repository that keeps naming this publisher cannot make us spin.

@@ -23,6 +23,11 @@ HOLDER_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 MAX_INDEX = 2**63 - 1
 
 
+#: ``known_wm`` of a reader that knows of no watermark (``/data?wm=none``): below every int64 ts.
+NO_WM = -(2**63)
+NO_WM_TEXT = "none"
+
+
 @dataclass(frozen=True)
 class DataQuery:
     """A `/data` request's parameters, validated."""
@@ -38,6 +43,10 @@ class DataQuery:
     raw_generation: int | None
     #: Arrow only for a page of at least this many tuples (a reader that takes both); None: whenever asked.
     arrow_from: int | None = None
+    #: The watermark the reader knows (its last page's ``meta.wm``; ``NO_WM``: none): a long poll that waits on
+    #: meta (``m``) answers at once if the stream's is another, since what moved it came before the poll and
+    #: wakes no one. None: not said (``/data?wm=`` missing).
+    known_wm: int | None = None
 
 
 def data_query(q: Mapping[str, str]) -> DataQuery:
@@ -54,13 +63,14 @@ def data_query(q: Mapping[str, str]) -> DataQuery:
         raise BadRequest("parameter 'view' must be 'settled' or 'raw'")
     generation = query_int(q, "g", default=0, minimum=0, maximum=MAX_INDEX)
     arrow_from = query_int(q, "a", minimum=1, maximum=MAX_PAGE)
+    known_wm = NO_WM if q.get("wm") == NO_WM_TEXT else query_int(q, "wm", minimum=NO_WM + 1, maximum=2**63 - 1)
     if latest is not None and oldest is not None:
         raise BadRequest("parameters 'l' (latest) and 'n' (oldest) cannot be used together")
     if hold is not None and not HOLDER_NAME.fullmatch(hold):
         raise BadRequest("parameter 'hold' must be 1-64 letters, digits or . _ : -")
     assert name is not None and after is not None and wait_ms is not None
     return DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, generation if view == "raw" else None,
-                     arrow_from)
+                     arrow_from, known_wm)
 
 
 def pages_body(body: bytes) -> tuple[list[str], int, bool]:

@@ -29,6 +29,7 @@ import orjson
 from pan import arrow_pages, line_pages
 from pan.auth import bearer
 from pan.column_ring import DEFAULT_HOT
+from pan.data_query import NO_WM, NO_WM_TEXT, DataQuery
 from pan.local import DataFunction, LocalPublishers, PageForm
 from pan.page_batches import PageBatcher, SubscriberRefused, decoded_line_pages
 from pan.repository_client import BadAnswer, Source
@@ -124,14 +125,16 @@ class PageFetcher:
 
     async def get(
         self, session: aiohttp.ClientSession, source: Source, after: int | None, raw_generation: int | None = None,
-        *, wait: bool = True,
+        *, wait: bool = True, known_wm: int | None = None,
     ) -> dict[str, Any]:
         """The publisher's `/data` answer for the tuples after index ``after``, decoded and checked.
 
         ``after=None`` asks only for the newest index (where ``start="latest"`` begins). ``raw_generation``:
         the raw view of a speculative stream, for a reader that has seen that retract generation. ``wait``
         False: no long poll (the caller knows the publisher has more; a batcher then sends the page without
-        waiting for a long poll of other streams, pan/page_batches.py). Raises
+        waiting for a long poll of other streams, pan/page_batches.py). ``known_wm``: the watermark of the
+        caller's last page (None: none); a long poll that wakes on meta then answers at once if the stream's
+        moved since (``/data?wm=``). Raises
         ``BadAnswer`` for an unusable page, ``SubscriberError`` if the publisher rejects the request,
         and ``ValueError``, ``aiohttp.ClientError``, ``TimeoutError`` or ``OSError`` if it fails.
         """
@@ -146,7 +149,8 @@ class PageFetcher:
                 form = "lines"
             elif columns:
                 form = "rows" if self.tuples_from_json else "arrow"
-            body = await self._get_local(serve, source, after, raw_generation, wait, form, page_size, arrow_from)
+            body = await self._get_local(serve, source, after, raw_generation, wait, form, page_size, arrow_from,
+                                         known_wm)
             if type(body) is dict:
                 return self._checked(body, False)
             if form == "arrow" and not body.startswith(b"{"):
@@ -160,6 +164,7 @@ class PageFetcher:
                 params["w"] = str(self.max_wait_ms)
             if self.wake_on_meta:
                 params["m"] = "1"
+                params["wm"] = NO_WM_TEXT if known_wm is None else str(known_wm)
             if self.hold is not None:
                 params["hold"] = self.hold
             if arrow_from is not None:
@@ -210,7 +215,7 @@ class PageFetcher:
 
     async def _get_local(
         self, serve: DataFunction, source: Source, after: int | None, raw_generation: int | None, wait: bool,
-        form: PageForm, page_size: int, arrow_from: int | None,
+        form: PageForm, page_size: int, arrow_from: int | None, known_wm: int | None,
     ) -> bytes | dict[str, Any]:
         """The same fetch as over HTTP, answered by a publisher in this process (a reader of ``columns="prefer"``
         gets a column buffer's rows themselves: ``ColumnOutputStream.row_page``)."""
@@ -218,11 +223,10 @@ class PageFetcher:
             after, oldest, latest, wait_ms = -1, None, 1, 0
         else:
             oldest, latest, wait_ms = page_size, None, self.max_wait_ms if wait else 0
+        query = DataQuery(self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation,
+                          arrow_from, (NO_WM if known_wm is None else known_wm) if self.wake_on_meta else None)
         try:
-            return await serve(
-                self.stream, after, oldest, latest, wait_ms, self.wake_on_meta, self.hold, raw_generation,
-                form, arrow_from,
-            )
+            return await serve(query, form)
         except NotFound as exc:
             raise ValueError(f"{source.endpoint}: {exc.message}") from None
         except BadRequest as exc:

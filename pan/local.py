@@ -19,15 +19,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from pan.data_query import DataQuery
+
 #: How a page is written: a JSON page, a line page (pan/line_pages.py) or an Arrow page (pan/arrow_pages.py);
 #: in process only, ``rows``: a column buffer's page as a decoded page whose tuples are its rows
 #: (``ColumnOutputStream.row_page``), with nothing encoded at all.
 PageForm = Literal["json", "lines", "arrow", "rows"]
-#: ``serve(stream, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, form, arrow_from)`` ->
-#: the `/data` answer body (``form="arrow"``: JSON where the page is not columnar, or holds fewer tuples than
-#: ``arrow_from``), or for ``form="rows"`` the decoded page of a column buffer (else the JSON body).
-DataFunction = Callable[[str, int, int | None, int | None, int, bool, str | None, int | None, PageForm, int | None],
-                        Awaitable[bytes | dict[str, Any]]]
+#: ``serve(query, form)`` -> the `/data` answer body (``form="arrow"``: JSON where the page is not columnar, or
+#: holds fewer tuples than ``query.arrow_from``), or for ``form="rows"`` the decoded page of a column buffer
+#: (else the JSON body).
+DataFunction = Callable[[DataQuery, PageForm], Awaitable[bytes | dict[str, Any]]]
 
 
 class LocalPublishers:

@@ -20,7 +20,7 @@ from pan import arrow_pages, line_pages, pages
 from pan.accept import choose
 from pan.auth import Gate
 from pan.column_ring import ColumnOutputStream
-from pan.data_query import DEFAULT_PAGE, DataQuery, data_query, error_page, page_query, pages_body
+from pan.data_query import DEFAULT_PAGE, NO_WM, DataQuery, data_query, error_page, page_query, pages_body
 from pan.local import PageForm
 from pan.metrics import CONTENT_TYPE as METRICS_TYPE
 from pan.metrics import MetricsText
@@ -83,6 +83,14 @@ def _ready(stream: OutputStream, query: DataQuery) -> bool:
     if stream.settled is not None and query.raw_generation is None:
         return stream.settled > query.after
     return stream.buffer.last > query.after
+
+
+def _meta_moved(stream: OutputStream, query: DataQuery) -> bool:
+    """The stream's watermark is not the one the reader knows (``known_wm``): a poke that announced it came
+    before this long poll (an end right after the reader's last page, say), so waiting on meta would wait for
+    the next one, or the whole ``w``."""
+    current = stream.progress.wm
+    return query.known_wm is not None and (NO_WM if current is None else current) != query.known_wm
 
 
 async def _wait_any(targets: list[tuple[DataQuery, OutputStream]], timeout_s: float, wake_on_meta: bool) -> None:
@@ -163,8 +171,7 @@ class WorkerApi:
         wanted = choose(request.headers.get("Accept"), DATA_TYPES)
         form: PageForm = "lines" if wanted == line_pages.LINES_TYPE else "arrow" if wanted == arrow_pages.ARROW_TYPE \
             else "json"
-        body = await self.serve_data(query.name, query.after, query.oldest, query.latest, query.wait_ms,
-                                     query.wake_on_meta, query.hold, query.raw_generation, form, query.arrow_from)
+        body = await self.serve_data(query, form)
         if form == "lines":
             return web.Response(body=body, content_type=line_pages.LINES_TYPE, headers=VARY)
         if form == "arrow" and not body.startswith(b"{"):
@@ -184,7 +191,8 @@ class WorkerApi:
         pages, wait_ms, wake_on_meta = pages_body(await request.read())
         targets = [self._target(page) for page in pages]  # holds are taken here, before any wait
         live = [t for t in targets if type(t) is tuple]
-        if wait_ms and not any(_ready(stream, query) for query, stream in live):
+        if wait_ms and not any(_ready(stream, query) or (wake_on_meta and _meta_moved(stream, query))
+                               for query, stream in live):
             await _wait_any(live, wait_ms / 1000, wake_on_meta)
         bodies = [(t + b"\n" if lines else t) if type(t) is bytes else _render(t[1], t[0], lines) for t in targets]
         self.batch_requests += 1
@@ -210,21 +218,13 @@ class WorkerApi:
             stream.hold(query.hold, query.after)
         return stream
 
-    async def serve_data(
-        self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
-        hold: str | None = None, raw_generation: int | None = None, form: PageForm = "json",
-        arrow_from: int | None = None,
-    ) -> bytes:
-        """The `/data` answer body for validated parameters (HTTP and in-process subscribers).
+    async def serve_data(self, query: DataQuery, form: PageForm = "json") -> bytes:
+        """The `/data` answer body for a validated query (HTTP and in-process subscribers).
 
-        ``hold``: the reader's name, if it must lose nothing (``OutputStream.hold``). ``raw_generation``:
-        the raw view of a speculative output (with the retract generation the reader has seen); None: settled.
         ``form``: ``json``, ``lines`` (a line page, pan/line_pages.py) or ``arrow`` (an Arrow page,
-        pan/arrow_pages.py, where this worker serves Arrow and the page is columnar; else the JSON page, which
-        begins with ``{`` as no Arrow stream does). ``arrow_from``: Arrow only for a page of at least that many
-        tuples.
+        pan/arrow_pages.py, where this worker serves Arrow and the page is columnar, of at least
+        ``query.arrow_from`` tuples; else the JSON page, which begins with ``{`` as no Arrow stream does).
         """
-        query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, arrow_from)
         stream = await self._ready_stream(query)
         if form == "arrow" and self.arrow and _page_wants_columns(stream, query):
             encoded = _arrow_from_rows(stream, query)
@@ -234,17 +234,12 @@ class WorkerApi:
             return _as_arrow(body) or body  # (not columnar: it goes as JSON)
         return _render(stream, query, form == "lines")
 
-    async def serve_local(
-        self, name: str, after: int, oldest: int | None, latest: int | None, wait_ms: int, wake_on_meta: bool,
-        hold: str | None, raw_generation: int | None, form: PageForm, arrow_from: int | None,
-    ) -> bytes | dict[str, Any]:
+    async def serve_local(self, query: DataQuery, form: PageForm) -> bytes | dict[str, Any]:
         """``serve_data`` for a reader in this process (``pan.local.DataFunction``), which may also ask for
         ``rows``: a column buffer's page decoded already, its tuples the rows (``ColumnOutputStream.row_page``);
         the JSON page where the stream is not one, or the page holds fewer than ``arrow_from`` tuples."""
         if form != "rows":
-            return await self.serve_data(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation,
-                                         form, arrow_from)
-        query = DataQuery(name, after, oldest, latest, wait_ms, wake_on_meta, hold, raw_generation, arrow_from)
+            return await self.serve_data(query, form)
         stream = await self._ready_stream(query)
         page = _rows_page(stream, query) if _page_wants_columns(stream, query) else None
         return _render(stream, query, False) if page is None else page
@@ -254,7 +249,8 @@ class WorkerApi:
         stream = self._held_stream(query)
         if stream.settled is not None and query.raw_generation is None:
             await _wait_settled(stream, query.after, query.wait_ms / 1000)
-        elif query.wait_ms and stream.buffer.last <= query.after:
+        elif query.wait_ms and stream.buffer.last <= query.after and not (query.wake_on_meta and
+                                                                           _meta_moved(stream, query)):
             await stream.buffer.wait_beyond(query.after, query.wait_ms / 1000, meta=query.wake_on_meta)
         return stream
 

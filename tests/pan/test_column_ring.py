@@ -17,6 +17,7 @@ from pan import arrow_pages
 from pan.builtin_components import Forwarder
 from pan.client import StreamSubscriber
 from pan.column_ring import ColumnOutputStream, IntColumnRing
+from pan.data_query import DataQuery
 from pan.fetcher import ACCEPT
 from pan.ingest import send_lines
 from pan.int_csv import RowBlock, parse_block, render_values
@@ -350,7 +351,8 @@ async def test_arrow_is_answered_only_for_a_page_of_at_least_a_tuples(
             async with session.get(url, params=params, headers=accept) as response:
                 body = await response.read()
                 assert response.status == 200 and (response.content_type == arrow_pages.ARROW_TYPE) is arrow
-            local = await worker.api.serve_data("SENSOR4", after, n, None, 0, False, None, None, "arrow", 300)
+            local = await worker.api.serve_data(DataQuery("SENSOR4", after, n, None, 0, False, None, None, 300),
+                                                "arrow")
             assert local == body  # in process: the same answer
             page = arrow_pages.decode_page(body) if arrow else orjson.loads(body)
             assert [t["i"] for t in page["tuples"]] == list(range(after + 1, min(after + 1 + n, 600)))
@@ -376,7 +378,7 @@ async def test_a_reader_in_process_gets_the_rows_themselves_as_the_json_page_has
             async with session.get(f"http://{worker.endpoint}/data",
                                    params={"s": "SENSOR4", "i": str(after), "n": str(n)}) as response:
                 expected = orjson.loads(await response.read())
-            page = await worker.api.serve_local("SENSOR4", after, n, None, 0, False, None, None, "rows", None)
+            page = await worker.api.serve_local(DataQuery("SENSOR4", after, n, None, 0, False, None, None), "rows")
             assert type(page) is dict
             tuples, indices = page.pop("tuples"), page.pop("indices")
             assert [t["i"] for t in expected["tuples"]] == indices

@@ -16,7 +16,9 @@ from pan import page_batches
 from pan.client import StreamSubscriber
 from pan.data_query import MAX_PAGES
 from pan.fetcher import PageFetcher
+from pan.local import LocalPublishers
 from pan.page_batches import PageBatcher
+from pan.progress import END_OF_STREAM, StreamProgress
 from pan.repository import RepositoryServer
 from pan.repository_client import Source
 from pan.web import free_port
@@ -346,3 +348,50 @@ async def test_a_worker_pulls_a_publishers_streams_in_one_request_unless_told_no
 def test_pulls_must_be_batched_or_per_stream() -> None:
     with pytest.raises(WorkflowError, match="pulls"):
         parse_workflow(relay_workflow(9000, "sometimes"))
+
+
+async def test_a_long_poll_on_meta_answers_at_once_when_the_watermark_moved_before_it(worker: Worker) -> None:
+    """A watermark (here the end) published between a reader's last page and its next long poll wakes no one:
+    its poke came before the poll. A reader that says which watermark it knows (``wm``; ``none``: none) gets
+    its page at once, over `/data` and `POST /pages`; one that knows the current watermark waits as before.
+
+    Before, such a poll waited its whole ``w``: in a replay the hit detector heard of two player streams' ends
+    one long poll (1 s) late, and everything after it waited."""
+    fill(worker, "S3", 2)
+    data = f"http://{HOST}:{worker.server.port}/data"
+    _, page = await get_json(data, s="S3", i=-1)
+    assert "wm" not in page["meta"] and page["last"] == 1
+    worker.outputs["S3"].publish(StreamProgress(wm=END_OF_STREAM))  # nothing follows it, and nobody waits yet
+    started = time.monotonic()
+    status, page = await get_json(data, s="S3", i=1, w=60_000, m=1, wm="none")  # (get_json gives up after 10 s)
+    assert status == 200 and page["meta"]["wm"] == END_OF_STREAM and page["tuples"] == []
+    status, answer = await post_pages(worker, {"pages": ["s=S3&i=1&wm=none", "s=S4&i=-1&wm=none"], "w": 60_000,
+                                               "m": True})
+    assert status == 200 and answer["pages"][0]["meta"]["wm"] == END_OF_STREAM
+    assert time.monotonic() - started < 30  # neither waited for its 60 s
+
+    started = time.monotonic()  # the reader knows the end: nothing new, its long poll waits (no spinning)
+    status, page = await get_json(data, s="S3", i=1, w=300, m=1, wm=str(END_OF_STREAM))
+    assert status == 200 and page["tuples"] == [] and time.monotonic() - started >= 0.3
+    status, page = await get_json(data, s="S3", i=1, wm="soon")
+    assert status == 400 and "'wm'" in page["error"]
+
+
+@pytest.mark.parametrize("in_process", [False, True], ids=["http", "in-process"])
+async def test_a_meta_waiting_subscriber_hears_of_an_end_that_came_between_its_polls(
+        worker: Worker, repository: RepositoryServer, in_process: bool) -> None:
+    """``StreamSubscriber`` with ``wake_on_meta`` (a worker's pull) tells the publisher the watermark it knows,
+    over HTTP and in process."""
+    fill(worker, "S5", 3)
+    local = None
+    if in_process:
+        local = LocalPublishers()
+        local.register(HOST, worker.server.port, worker.api.serve_local)
+    subscriber = StreamSubscriber("S5", (HOST, repository.port), max_wait_ms=60_000, wake_on_meta=True, wire="json",
+                                  local=local)
+    async with subscriber:
+        fetched = await asyncio.wait_for(subscriber.fetch(), 30)
+        assert len(fetched.tuples) == 3 and subscriber.progress.wm is None
+        worker.outputs["S5"].publish(StreamProgress(wm=END_OF_STREAM))
+        fetched = await asyncio.wait_for(subscriber.fetch(), 30)  # a minute's long poll without ``wm``
+        assert subscriber.progress.ended and not fetched.tuples
