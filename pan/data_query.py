@@ -44,8 +44,8 @@ class DataQuery:
     #: Arrow only for a page of at least this many tuples (a reader that takes both); None: whenever asked.
     arrow_from: int | None = None
     #: The watermark the reader knows (its last page's ``meta.wm``; ``NO_WM``: none): a long poll that waits on
-    #: meta (``m``) answers at once if the stream's is another, since what moved it came before the poll and
-    #: wakes no one. None: not said (``/data?wm=`` missing).
+    #: meta (``m``) answers at once if the stream announced another before the poll began
+    #: (``OutputStream.missed_poke``). None: not said (``/data?wm=`` missing).
     known_wm: int | None = None
 
 

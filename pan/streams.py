@@ -296,6 +296,14 @@ class OutputStream:
             self._wm_poked_at = now
             self.buffer.poke()
 
+    def missed_poke(self, known_wm: int | None) -> bool:
+        """A meta-waiting reader that knows the watermark ``known_wm`` (None: none) missed a poke ``publish``
+        made before its long poll began: the stream has ended, or its watermark moved while it was quiet (a
+        busy stream carries its watermark with its data, and pokes no one)."""
+        if self.progress.wm == known_wm:
+            return False
+        return self.progress.ended or time.monotonic() - self._data_at >= WM_QUIET_S
+
     def reopen(self) -> None:
         """Withdraw the watermark without waking anyone: the stream goes on after its end after all."""
         self._set_progress(self.progress.without_watermark())

@@ -86,11 +86,12 @@ def _ready(stream: OutputStream, query: DataQuery) -> bool:
 
 
 def _meta_moved(stream: OutputStream, query: DataQuery) -> bool:
-    """The stream's watermark is not the one the reader knows (``known_wm``): a poke that announced it came
-    before this long poll (an end right after the reader's last page, say), so waiting on meta would wait for
-    the next one, or the whole ``w``."""
-    current = stream.progress.wm
-    return query.known_wm is not None and (NO_WM if current is None else current) != query.known_wm
+    """The stream announced a watermark the reader does not know (``known_wm``) with a poke that came before
+    this long poll (an end right after the reader's last page, say): waiting on meta would wait for the next
+    poke, or the whole ``w``."""
+    if query.known_wm is None:
+        return False
+    return stream.missed_poke(None if query.known_wm == NO_WM else query.known_wm)
 
 
 async def _wait_any(targets: list[tuple[DataQuery, OutputStream]], timeout_s: float, wake_on_meta: bool) -> None:
