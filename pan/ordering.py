@@ -68,8 +68,8 @@ class Released:
     late: list[Any] | np.ndarray = field(default_factory=list)
 
     def extend(self, other: Released) -> None:
-        self.events.extend(other.events)
-        self.late.extend(other.late)
+        self.events = _joined(self.events, other.events)
+        self.late = _joined(self.late, other.late)
 
 
 # --------------------------------------------------------------------------- settings
@@ -356,6 +356,13 @@ def _as_list(values: list[Any] | np.ndarray) -> list[Any]:
     return values.tolist() if isinstance(values, np.ndarray) else values
 
 
+def _joined(first: list[Any] | np.ndarray, then: list[Any] | np.ndarray) -> list[Any]:
+    """``first`` extended by ``then`` (in place where ``first`` is a list), arrays as lists."""
+    joined = _as_list(first)
+    joined.extend(_as_list(then))
+    return joined
+
+
 # --------------------------------------------------------------------------- the unit
 
 
@@ -375,8 +382,9 @@ class OrderingUnit:
     Row ids pushed as int64 arrays (``push_rows``) stay arrays: the run is then
     a pair of arrays, cut with ``searchsorted`` and merged with one stable
     ``argsort``, and a release of arrays alone hands on an array of ids. A
-    stream's run is in one form at a time: a batch of the other form turns it
-    into lists (a caught-up reader's JSON tuples among a catch-up's rows).
+    stream's run is in one form at a time: a batch of tuples turns an array
+    run into lists (a caught-up reader's JSON tuples among a catch-up's rows),
+    a batch of ids turns a list run back into arrays if it holds ids alone.
     """
 
     def __init__(self, settings: OrderingSettings, streams: Sequence[str]) -> None:

@@ -116,3 +116,13 @@ def test_bad_arrays_are_refused_and_lose_nothing() -> None:
         unit.push_rows("z", np.array([3]), np.array([3]))
     assert unit.buffered == 2
     assert _flat(unit.flush())[0] == [1, 2]
+
+
+def test_releases_of_arrays_and_lists_add_up_in_order() -> None:
+    """``Released.extend`` (how the speculative unit gathers what it hands on) takes arrays of ids too."""
+    gathered = Released()
+    gathered.extend(Released(events=np.array([1, 2]), late=np.array([9])))
+    gathered.extend(Released(events=[3], late=[]))
+    gathered.extend(Released(events=np.array([4]), late=[]))
+    assert gathered.events == [1, 2, 3, 4] and gathered.late == [9]
+    assert all(type(v) is int for v in gathered.events)
