@@ -91,9 +91,9 @@ class ArrayPath:
 
     def process(self, events: list[Any] | np.ndarray) -> None:
         if isinstance(events, np.ndarray):  # row ids alone, released as an array
-            self._process_rows(self.row_store.take(events))  # type: ignore[union-attr]
-            return
-        kinds = set(map(type, events)) if self.row_store is not None else set()
+            kinds = {int}
+        else:
+            kinds = set(map(type, events)) if self.row_store is not None else set()
         if kinds == {int}:  # row ids alone: one table
             self._process_rows(self.row_store.take(events))  # type: ignore[union-attr]
         elif int in kinds:
