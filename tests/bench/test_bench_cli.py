@@ -15,7 +15,18 @@ from typing import Any
 import orjson
 import pytest
 
-from benchmarks import cli, common, distribution, floor_bench, network, plots, pyspy, query_delay, replay_bench
+from benchmarks import (
+    cli,
+    common,
+    distribution,
+    floor_bench,
+    network,
+    ordering_bench,
+    plots,
+    pyspy,
+    query_delay,
+    replay_bench,
+)
 from pan.cli import build_parser
 from pan.lifeline import shared_lifeline
 
@@ -76,9 +87,14 @@ def test_ordering_tiny_writes_its_section(tmp_path: Path) -> None:
     report = tmp_path / "ordering.md"
     summary = bench("ordering", "--events", "8000", "--streams", "8", "--reps", "2", "--write", str(report))
     assert summary["benchmark"] == "ordering" and summary["config"]["reps"] == 2
-    assert len(summary["events_per_s"]) == 3 and all(rate > 0 for rate in summary["events_per_s"].values())
-    assert summary["ratio_unit_vs_baseline"] > 0
-    assert "<!-- ordering-bench:start -->" in report.read_text()
+    rates = summary["events_per_s"]
+    assert len(rates) == 5 and all(rate > 0 for rate in rates.values())
+    assert {ordering_bench.ROW_LISTS, ordering_bench.ROW_ARRAYS} <= set(rates)  # row ids both ways, side by side
+    assert all(low <= rates[label] <= high for label, (low, high) in summary["events_per_s_range"].items())
+    assert summary["ratio_unit_vs_baseline"] > 0 and summary["ratio_arrays_vs_lists"] > 0
+    text = report.read_text()
+    assert "<!-- ordering-bench:start -->" in text and "| Min - max |" in text
+    assert "Row ids as arrays / as lists" in text
 
 
 @pytest.mark.process
