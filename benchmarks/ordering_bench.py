@@ -56,14 +56,19 @@ def run_unit(streams, batches, settings: OrderingSettings) -> tuple[float, int, 
     from pan.ordering import OrderingUnit
 
     unit = OrderingUnit(settings, streams)
+    return (*_timed_pushes(unit, unit.push, batches), unit)
+
+
+def _timed_pushes(unit: OrderingUnit, push: Any, calls: list[tuple[Any, ...]]) -> tuple[float, int]:
+    """Seconds to make every ``push(*call)`` and flush, and how many events came out (late ones too)."""
     n = 0
     t0 = time.perf_counter()
-    for stream, events in batches:
-        r = unit.push(stream, events)
+    for call in calls:
+        r = push(*call)
         n += len(r.events) + len(r.late)
     r = unit.flush()
     n += len(r.events) + len(r.late)
-    return time.perf_counter() - t0, n, unit
+    return time.perf_counter() - t0, n
 
 
 def row_batches(batches, as_arrays: bool) -> list[tuple[str, Any, Any]]:
@@ -85,15 +90,7 @@ def run_rows(streams, batches, settings: OrderingSettings, as_arrays: bool) -> t
 
     prepared = row_batches(batches, as_arrays)
     unit = OrderingUnit(settings, streams)
-    push = unit.push_rows if as_arrays else unit.push_timed
-    n = 0
-    t0 = time.perf_counter()
-    for stream, tss, ids in prepared:
-        r = push(stream, tss, ids)
-        n += len(r.events) + len(r.late)
-    r = unit.flush()
-    n += len(r.events) + len(r.late)
-    return time.perf_counter() - t0, n, unit
+    return (*_timed_pushes(unit, unit.push_rows if as_arrays else unit.push_timed, prepared), unit)
 
 
 def run_baseline(batches, k: int) -> tuple[float, int]:

@@ -133,8 +133,8 @@ class PageFetcher:
         the raw view of a speculative stream, for a reader that has seen that retract generation. ``wait``
         False: no long poll (the caller knows the publisher has more; a batcher then sends the page without
         waiting for a long poll of other streams, pan/page_batches.py). ``known_wm``: the watermark of the
-        caller's last page (None: none); a long poll that wakes on meta then answers at once if the stream's
-        moved since (``/data?wm=``). Raises
+        caller's last page (None: none); a long poll that wakes on meta then answers at once for another
+        watermark the stream announced before it (``/data?wm=``). Raises
         ``BadAnswer`` for an unusable page, ``SubscriberError`` if the publisher rejects the request,
         and ``ValueError``, ``aiohttp.ClientError``, ``TimeoutError`` or ``OSError`` if it fails.
         """

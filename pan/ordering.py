@@ -873,25 +873,24 @@ class OrderingUnit:
         due.sort()  # in stream order, so that a stable sort breaks ties by position
         pieces: list[tuple[int, list[int] | np.ndarray, list[Any] | np.ndarray]] = []
         for pos in due:
-            held_ts, held_ids = self._ats[pos], self._aev[pos]
-            if held_ts is not None and held_ids is not None:
-                cut = len(held_ts) if held_ts[-1] <= limit else int(np.searchsorted(held_ts, limit, side="right"))
-                pieces.append((pos, held_ts[:cut], held_ids[:cut]))
-                if cut < len(held_ts):
-                    self._ats[pos], self._aev[pos] = held_ts[cut:], held_ids[cut:]
-                    head[pos] = int(held_ts[cut])
-                    heappush(heads, (head[pos], pos))
-                else:
-                    self._ats[pos] = self._aev[pos] = None
-                continue
-            bts, bev = self._bts[pos], self._bev[pos]
-            cut = len(bts) if bts[-1] <= limit else bisect_right(bts, limit)
-            pieces.append((pos, bts[:cut], bev[:cut]))
-            del bts[:cut], bev[:cut]
-            if bts:
-                head[pos] = bts[0]
-                heappush(heads, (bts[0], pos))
+            pieces.append((pos, *self._cut_run(pos, limit)))
+            if self._ats[pos] is not None or self._bts[pos]:  # the rest waits: its head goes back on the heap
+                head[pos] = self._first_ts(pos)
+                heappush(heads, (head[pos], pos))
         return pieces
+
+    def _cut_run(self, pos: int, limit: float) -> tuple[list[int] | np.ndarray, list[Any] | np.ndarray]:
+        """Take the ts and events up to ``limit`` off stream ``pos``'s run, in whichever form it is held."""
+        held_ts, held_ids = self._ats[pos], self._aev[pos]
+        if held_ts is not None and held_ids is not None:
+            cut = len(held_ts) if held_ts[-1] <= limit else int(np.searchsorted(held_ts, limit, side="right"))
+            self._ats[pos], self._aev[pos] = (held_ts[cut:], held_ids[cut:]) if cut < len(held_ts) else (None, None)
+            return held_ts[:cut], held_ids[:cut]
+        bts, bev = self._bts[pos], self._bev[pos]
+        cut = len(bts) if bts[-1] <= limit else bisect_right(bts, limit)
+        taken = bts[:cut], bev[:cut]
+        del bts[:cut], bev[:cut]
+        return taken
 
     def _merge_lists(self, pieces: list[tuple[int, list[int], list[Any]]]) -> Released:
         """Merge the streams' due events by (ts, stream position) and split off the late ones."""

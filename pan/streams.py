@@ -292,17 +292,20 @@ class OutputStream:
             self._appended_seen, self._data_at = self.appended, now
         if grew or (moved and self.progress.ended):  # nothing follows an end to carry it: it must travel now
             self.buffer.poke()
-        elif moved and now - self._data_at >= WM_QUIET_S and now - self._wm_poked_at >= WM_POKE_INTERVAL_S:
+        elif moved and self._wm_announced(now) and now - self._wm_poked_at >= WM_POKE_INTERVAL_S:
             self._wm_poked_at = now
             self.buffer.poke()
+
+    def _wm_announced(self, now: float) -> bool:
+        """A moved watermark is poked to meta-waiting readers: an end (no data follows to carry it), or the
+        watermark of a stream that appended nothing for ``WM_QUIET_S``."""
+        return self.progress.ended or now - self._data_at >= WM_QUIET_S
 
     def missed_poke(self, known_wm: int | None) -> bool:
         """A meta-waiting reader that knows the watermark ``known_wm`` (None: none) missed a poke ``publish``
         made before its long poll began: the stream has ended, or its watermark moved while it was quiet (a
         busy stream carries its watermark with its data, and pokes no one)."""
-        if self.progress.wm == known_wm:
-            return False
-        return self.progress.ended or time.monotonic() - self._data_at >= WM_QUIET_S
+        return self.progress.wm != known_wm and self._wm_announced(time.monotonic())
 
     def reopen(self) -> None:
         """Withdraw the watermark without waking anyone: the stream goes on after its end after all."""
