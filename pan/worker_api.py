@@ -200,7 +200,7 @@ class WorkerApi:
         self.batch_pages += len(bodies)
         if lines:
             return web.Response(body=b"".join(bodies), content_type=line_pages.LINES_TYPE, headers=VARY)
-        return raw_json_response(b'{"status":"ok","pages":[' + b",".join(bodies) + b"]}", headers=VARY)
+        return raw_json_response(b"".join([b'{"status":"ok","pages":[', b",".join(bodies), b"]}"]), headers=VARY)
 
     def _target(self, page: str) -> tuple[DataQuery, OutputStream] | bytes:
         """One ``POST /pages`` query and its (held) stream, or the error page `/data` would answer."""

@@ -210,7 +210,7 @@ class Recorder:
         dumps = orjson.dumps
         async for batch in subscriber.batches():
             if self.encoded:
-                out.write(b"\n".join(batch) + b"\n")
+                out.write(b"\n".join([*batch, b""]))  # one copy: ``+`` would copy the whole batch again
             else:
                 out.write(b"".join([dumps(item) + b"\n" for item in batch]))
             self.counts[stream] += len(batch)
