@@ -32,15 +32,24 @@ from pan.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE, PAGE_BYTES, O
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
-#: The newest tuples of a stream kept as bytes too. A reader that keeps up reads within them: a live
-#: subscriber is a page or two behind, at most a few hundred tuples.
-DEFAULT_HOT = 256
+#: The newest tuples of a stream kept as bytes too: a sixteenth of its capacity, within these bounds. A live
+#: subscriber is a page or two behind, at most a few hundred tuples (``MIN_HOT``). A reader behind the kept
+#: bytes makes the stream render its tuples again from their rows, though the ingest has rendered them once
+#: already (about 1 us a row either way): an unpaced replay's recorder, several seconds of a 2 kHz ball
+#: behind, did so for nearly every row with only 256 kept. A sixteenth adds at most about 12 bytes to each
+#: buffered tuple's 56-60.
+MIN_HOT, MAX_HOT, HOT_SHARE = 256, 8192, 16
+
+
+def hot_rows_for(capacity: int) -> int:
+    """How many of the newest tuples a ring of ``capacity`` rows keeps as bytes."""
+    return min(capacity, MAX_HOT, max(MIN_HOT, capacity // HOT_SHARE))
 
 
 class IntColumnRing(RingBuffer[bytes]):
     """``RingBuffer[bytes]`` whose items are the JSON tuples of integer rows of ``layout`` (index in ``i``)."""
 
-    def __init__(self, capacity: int, layout: IntCsvLayout, hot: int = DEFAULT_HOT) -> None:
+    def __init__(self, capacity: int, layout: IntCsvLayout, hot: int | None = None) -> None:
         super().__init__(1)  # the base's slots are not used: rows live in ``_ts`` and ``_values``, bytes in ``_hot``
         self.capacity = capacity
         self.layout = layout
@@ -51,7 +60,7 @@ class IntColumnRing(RingBuffer[bytes]):
         # ts (picoseconds) needs 64 bits; the other columns take 32 until a value does not fit (``_widen``).
         self._ts = np.empty(capacity, dtype=np.int64)
         self._values = np.empty((capacity, len(self._others)), dtype=np.int32)
-        self.hot = min(hot, capacity)
+        self.hot = hot_rows_for(capacity) if hot is None else min(hot, capacity)
         self._hot: list[bytes | None] = [None] * self.hot
         self._hot_from = 0  # the oldest index whose encoding was kept (a truncation or reset forgets the rest)
         self.rendered_again = 0  # tuples read from rows, beyond the hot ones: what lagging readers cost

@@ -28,7 +28,7 @@ import orjson
 
 from pan import arrow_pages, line_pages
 from pan.auth import bearer
-from pan.column_ring import DEFAULT_HOT
+from pan.column_ring import MIN_HOT
 from pan.data_query import NO_WM, NO_WM_TEXT, DataQuery
 from pan.local import DataFunction, LocalPublishers, PageForm
 from pan.page_batches import PageBatcher, SubscriberRefused, decoded_line_pages
@@ -39,9 +39,9 @@ from pan.web import BadRequest, NotFound
 
 _INDEX = itemgetter("i")
 Wire = Literal["json", "arrow"]
-#: A ``columns="prefer"`` reader's pages: JSON up to this many tuples, what a column buffer keeps as JSON
-#: (pan/column_ring.py), so that such a page is mostly a join of kept bytes; Arrow from there on.
-POLL_PAGE = DEFAULT_HOT
+#: A ``columns="prefer"`` reader's pages: JSON up to this many tuples, what a column buffer keeps as JSON at
+#: least (pan/column_ring.py), so that such a page is mostly a join of kept bytes; Arrow from there on.
+POLL_PAGE = MIN_HOT
 #: The ``Accept`` of each wire format: Arrow preferred, JSON acceptable (q=0.5), so any publisher can answer.
 ACCEPT: dict[Wire, str] = {
     "arrow": f"{arrow_pages.ARROW_TYPE}, application/json;q=0.5",
