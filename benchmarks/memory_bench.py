@@ -23,6 +23,7 @@ from typing import Any
 from benchmarks import common
 from benchmarks.runtime_bench import MEMORY_STREAMS, MEMORY_TUPLES, bench_memory
 from pan import eventloop
+from pan.column_ring import hot_rows_for
 
 HELP = "memory per buffered tuple of a forwarder: column buffers against JSON tuples (issue 13)"
 SECTION = "memory-bench"
@@ -87,7 +88,8 @@ def report(results: dict[str, Any]) -> str:
         f"{config['capacity']:,}, filled with {config['tuples_per_stream']:,} DEBS rows each through its ingest port "
         "in 5 rounds; RSS growth per tuple = (RSS when full - RSS before filling) / tuples held. The kinds "
         "alternate. `columns`: each stream holds its rows as numbers (`ts` in 64 bits, the other 12 values in "
-        "32 while they fit, `pan/column_ring.py`) and the JSON of its newest 256 tuples; `json`: one JSON "
+        f"32 while they fit, `pan/column_ring.py`) and the JSON of its newest {hot_rows_for(config['capacity']):,} "
+        "tuples (a sixteenth of its capacity); `json`: one JSON "
         "encoding per tuple (`column_buffers: false`).",
         "",
         table,

@@ -13,10 +13,10 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from pan import arrow_pages
+from pan import arrow_pages, line_pages
 from pan.builtin_components import Forwarder
 from pan.client import StreamSubscriber
-from pan.column_ring import ColumnOutputStream, IntColumnRing
+from pan.column_ring import ColumnOutputStream, IntColumnRing, hot_rows_for
 from pan.data_query import DataQuery
 from pan.fetcher import ACCEPT
 from pan.ingest import send_lines
@@ -330,6 +330,47 @@ async def test_a_large_batch_is_stored_whole_though_only_its_newest_rows_are_ren
     expected = encodings(0, np.concatenate([rows, rows]))
     assert stream.buffer.read(-1, oldest=5000).items == expected
     assert stream.buffer.hot_items(0, 2000) == expected[-stream.hot_rows :]
+
+
+async def test_a_reader_a_few_seconds_behind_reads_the_ingests_bytes_without_rendering_again(
+    repository: RepositoryServer, workers: WorkerGroup
+) -> None:
+    """A column buffer keeps the JSON of a sixteenth of its rows (256 to 8,192): a reader several thousand
+    tuples behind (an unpaced replay's recorder, seconds of a 2 kHz ball) reads the bytes the ingest rendered
+    and makes the stream render none of them again; a reader behind that still gets every tuple the same."""
+    assert [hot_rows_for(capacity) for capacity in (100, 5000, 10_000, 100_000, 400_000)] == [100, 312, 625, 6250,
+                                                                                               8192]
+    spec = forwarder("F", ["SENSOR4"], buffer_size=100_000)
+    (worker,) = await workers.start(make_workflow(repository.port, [spec]))
+    stream = worker.outputs["SENSOR4"]
+    assert type(stream) is ColumnOutputStream and stream.hot_rows == 6250
+    rows = random_rows(random.Random(13), 9000, wide=0.0)
+    rows[:, 0], rows[:, CSV_LAYOUT.ts_column] = 4, 10**15 + np.arange(9000)  # as the decoder takes them
+    for at in range(0, 9000, 400):  # 200 ms of a ball per block, as the unpaced feed sends them
+        piece = rows[at : at + 400]
+        block = parse_block(b"".join(b",".join(b"%d" % v for v in row) + b"\n" for row in piece.tolist()),
+                            CSV_LAYOUT, MAX_ROW)
+        worker.component._deliver({"SENSOR4": RowBlock(block, np.arange(len(piece)), CSV_LAYOUT)})
+    expected = encodings(0, rows)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+
+        async def read_from(after: int) -> list[bytes]:
+            """Every tuple after ``after``, page by page (a page holds at most a megabyte)."""
+            tuples: list[bytes] = []
+            while after < 8999:
+                params = {"s": "SENSOR4", "i": str(after), "n": "9000"}
+                async with session.get(f"http://{worker.endpoint}/data", params=params,
+                                       headers={"Accept": line_pages.ACCEPT}) as response:
+                    assert response.status == 200
+                    page = line_pages.decode(await response.read())[0]
+                tuples += page["tuples"]
+                after = page["indices"][-1]
+            return tuples
+
+        assert await read_from(9000 - 6250 - 1) == expected[-6250:]  # the newest 6,250: 3 s of a 2 kHz ball
+        assert stream.counters()["rendered_again"] == 0
+        assert await read_from(-1) == expected  # from the start: the oldest 2,750 are rendered again
+        assert stream.counters()["rendered_again"] == 2750
 
 
 async def test_arrow_is_answered_only_for_a_page_of_at_least_a_tuples(
