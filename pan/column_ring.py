@@ -35,8 +35,8 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 #: The newest tuples of a stream kept as bytes too: a sixteenth of its capacity, within these bounds. A live
 #: subscriber is a page or two behind, at most a few hundred tuples (``MIN_HOT``). A reader behind the kept
 #: bytes makes the stream render its tuples again from their rows, though the ingest has rendered them once
-#: already (about 1 us a row either way): an unpaced replay's recorder, several seconds of a 2 kHz ball
-#: behind, did so for nearly every row with only 256 kept. A sixteenth adds at most about 12 bytes to each
+#: already (about 1 us a row either way): an unpaced replay's recorder, seconds behind a 2 kHz stream,
+#: did so for nearly every row with only 256 kept. A sixteenth adds at most about 12 bytes to each
 #: buffered tuple's 56-60.
 MIN_HOT, MAX_HOT, HOT_SHARE = 256, 8192, 16
 
