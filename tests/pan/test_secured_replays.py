@@ -113,14 +113,17 @@ class FeedProgress:
 
 async def start_replay(workflow: dict[str, Any], data: Path, tmp_path: Path,
                        background: list[asyncio.subprocess.Process]) -> asyncio.subprocess.Process:
-    """`pan replay --json` of ``workflow`` in the background: its report in ``report.json``, its errors in
-    ``replay.log``, its recording in ``out``."""
+    """`pan replay --json` of ``workflow`` in the background, paced in real time: its report in ``report.json``,
+    its errors in ``replay.log``, its recording in ``out``. Paced, the feed of the 5.5 s match lasts 5.5 s, so a
+    test can act in the middle of it; unpaced, it could end between two looks at the forwarder's counters (in
+    a CI run, the look that first found a tenth of the ball's 11,001 rows found all of them). The outputs do not
+    depend on the pace (event time)."""
     path = tmp_path / "workflow.json"
     path.write_text(json.dumps(workflow))
     shutil.rmtree(tmp_path / "out", ignore_errors=True)
     with (tmp_path / "report.json").open("wb") as report, (tmp_path / "replay.log").open("wb") as log:
         running = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pan", "replay", "--json", str(path), "--data", str(data),
+            sys.executable, "-m", "pan", "replay", "--json", "--speedup", "1", str(path), "--data", str(data),
             "--record", str(tmp_path / "out"), cwd=ROOT, stdout=report, stderr=log,
             **shared_lifeline().spawn_options())  # a killed pytest leaves no replay behind
     background.append(running)
