@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from pan import arrow_pages, eventloop, prometheus_sd
+from pan import arrow_pages, eventloop, line_pages, prometheus_sd
 from pan.auth import AuthError, SecretSource
 from pan.client import StreamSubscriber, SubscriberError
 from pan.commands.connect import ConnectError, add_connection_arguments, connection, missing_stream, registered_streams
@@ -317,7 +317,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 items, tuples = up_to_tuples(items, fetch.tuples, wanted)
                 printed += tuples
                 if items:
-                    out.write(b"".join([(item if encoded else orjson.dumps(item)) + b"\n" for item in items]))
+                    out.write(line_pages.json_lines(items, encoded))
                     out.flush()
                 if args.count is not None and printed >= args.count:
                     return

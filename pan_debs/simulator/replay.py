@@ -38,6 +38,7 @@ from typing import IO, Any
 import aiohttp
 import orjson
 
+from pan import line_pages
 from pan.arrow_pages import WIRE_ENV
 from pan.catalog import get_component_type
 from pan.client import StreamSubscriber
@@ -207,12 +208,8 @@ class Recorder:
 
     async def _record(self, stream: str, subscriber: StreamSubscriber) -> None:
         out = self._files[stream]
-        dumps = orjson.dumps
         async for batch in subscriber.batches():
-            if self.encoded:
-                out.write(b"\n".join([*batch, b""]))  # one copy: ``+`` would copy the whole batch again
-            else:
-                out.write(b"".join([dumps(item) + b"\n" for item in batch]))
+            out.write(line_pages.json_lines(batch, self.encoded))
             self.counts[stream] += len(batch)
             if subscriber.position >= subscriber.upstream_last:  # caught up: let the next page fill
                 await asyncio.sleep(self.pace.linger_s)
