@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from pan import arrow_pages
+from pan import arrow_pages, line_pages
 from pan.fetcher import PageFetcher, SubscriberError, Wire
 from pan.local import LocalPublishers
 from pan.page_batches import PageBatcher
@@ -224,7 +224,7 @@ class StreamSubscriber:
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         async for batch in self.batches():
-            for item in batch if isinstance(batch, list) else arrow_pages.batch_tuples(batch):
+            for item in batch if isinstance(batch, list | line_pages.Lines) else arrow_pages.batch_tuples(batch):
                 yield item
 
     # --- one fetch ----------------------------------------------------------------

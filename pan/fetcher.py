@@ -277,11 +277,13 @@ def _checked_page(body: bytes | dict[str, Any]) -> dict[str, Any]:
     tuples = answer.get("tuples")
     if tuples is None:
         return answer
-    if "indices" in answer and (type(tuples) is RowTable or arrow_pages.is_batch(tuples)):  # a column page
-        return answer  # (its indices rise: the Arrow page's decoding checked them, a row page's are a ring's)
+    if "indices" in answer and (type(tuples) in (RowTable, line_pages.Lines) or arrow_pages.is_batch(tuples)):
+        # A column page (its indices rise: the Arrow page's decoding checked them, a row page's are a ring's), or a
+        # line page: its decoding checked the indices, its tuples stay bytes.
+        return answer
     if not isinstance(tuples, list):
         raise BadAnswer("'tuples' is not a list")
-    if "indices" in answer:  # a line page: its decoding checked the indices, its tuples stay bytes
+    if "indices" in answer:  # a line page of a publisher that sends no ``bytes``: its tuples are split
         return answer
     try:
         index_types = set(map(type, map(_INDEX, tuples)))  # C loops: a few % of the decoding time

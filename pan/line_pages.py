@@ -7,8 +7,9 @@ already hold every tuple JSON-encoded, so a reader that sends
 ``Accept: application/x-ndjson`` gets those bytes as they are:
 
 * one header line, the JSON page without its ``tuples``, plus ``count`` (the
-  tuples that follow) and either ``start`` (the first tuple's index; the rest
-  follow on without holes) or ``indices`` (every tuple's index);
+  tuples that follow), ``bytes`` (their length, newlines included) and either
+  ``start`` (the first tuple's index; the rest follow on without holes) or
+  ``indices`` (every tuple's index);
 * then ``count`` lines, one encoded tuple each.
 
 ``POST /pages`` answers the pages of all its queries one after another in the
@@ -17,17 +18,22 @@ tuples). Compact JSON never holds a raw newline, so a line is a tuple.
 
 A reader of line pages gets each tuple as bytes it does not decode: it trusts
 the publisher for their content, while the header (indices, ``last``,
-``meta``) is checked as a JSON page's is.
+``meta``) is checked as a JSON page's is. Thanks to ``bytes`` a page's tuples
+are one slice of the body (`Lines`), split into tuples only for a reader that
+asks for one: a recorder writes the slice as it came. A page without
+``bytes`` (an older publisher) is split at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
 LINES_TYPE = "application/x-ndjson"
+NEWLINE = ord("\n")
 #: What a reader of line pages sends: a publisher without them may answer JSON.
 ACCEPT = f"{LINES_TYPE}, application/json;q=0.5"
 
@@ -44,46 +50,111 @@ def render(header: bytes, items: list[bytes], indices: list[int]) -> bytes:
         where = b'"start":%d,' % indices[0]
     else:
         where = b'"indices":' + orjson.dumps(indices) + b","
-    head = b'{"status":"ok","count":%d,%s%s}' % (len(items), where, header)
+    size = sum(map(len, items)) + len(items)  # a C loop; the newlines included
+    head = b'{"status":"ok","count":%d,"bytes":%d,%s%s}' % (len(items), size, where, header)
     return b"\n".join([head, *items, b""])  # one copy of the tuples: ``+`` on a page of megabytes copies it again
 
 
-def json_lines(items: list[Any], encoded: bool) -> bytes:
+class Lines(Sequence[bytes]):
+    """A line page's tuples as the one slice of the answer they came in (each line ending in a newline; a view,
+    not a copy), split into tuples on the first look at one: a reader that stores or forwards them whole (writes
+    ``body``) never splits them, nor copies them."""
+
+    __slots__ = ("_count", "_items", "body")
+
+    def __init__(self, body: bytes | memoryview, count: int) -> None:
+        self.body = body
+        self._count = count
+        self._items: list[bytes] | None = None
+
+    def items(self) -> list[bytes]:
+        """Each tuple's bytes (the split is made once)."""
+        if self._items is None:
+            self._items = bytes(self.body).split(b"\n")
+            del self._items[-1]  # after the last newline
+        return self._items
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes]: ...
+    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+        return self.items()[index]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Lines):
+            return self.body == other.body
+        return isinstance(other, Sequence) and self.items() == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # a sequence compared by content, as a list is
+
+    def __repr__(self) -> str:
+        return f"Lines({self._count} tuples, {len(self.body)} bytes)"
+
+
+def json_lines(items: Sequence[Any], encoded: bool) -> bytes | memoryview:
     """Tuples as JSON lines, each ending in a newline: their bytes as given (``encoded``), else each encoded.
-    One join, one copy: ``+ b"\\n"`` on a batch of megabytes would copy it again."""
+    One join, one copy: ``+ b"\\n"`` on a batch of megabytes would copy it again; `Lines` are that already."""
+    if type(items) is Lines:
+        return items.body
     return b"\n".join([*(items if encoded else map(orjson.dumps, items)), b""])
 
 
 def decode(body: bytes, pages: int | None = None) -> list[dict[str, Any]]:
-    """The pages of a body: each header's fields, with ``tuples`` (bytes) and ``indices``; ``PageFormatError``
-    for anything else. ``pages``: how many the body must hold (a ``POST /pages`` answer), else exactly one."""
-    lines = body.split(b"\n")
-    if lines[-1]:
+    """The pages of a body: each header's fields, with ``tuples`` (`Lines`, or bytes each from a publisher that
+    sends no ``bytes``) and ``indices``; ``PageFormatError`` for anything else. ``pages``: how many the body must
+    hold (a ``POST /pages`` answer), else exactly one."""
+    if not body.endswith(b"\n"):
         raise PageFormatError("the body does not end with a newline")
-    end = len(lines) - 1
     out: list[dict[str, Any]] = []
-    at = 0
+    at, end = 0, len(body)
     while at < end:
-        header = _header(lines[at])
+        eol = body.index(b"\n", at)
+        header = _header(body[at:eol])
+        at = eol + 1
         count = header.get("count", 0)
         if header.get("status") != "ok":
             if count:
                 raise PageFormatError("an error page carries tuples")
             out.append(header)
-            at += 1
             continue
-        if type(count) is not int or not 0 <= count <= end - at - 1:
+        if type(count) is not int or count < 0:
             raise PageFormatError(f"'count' {count!r} does not match the lines that follow")
-        tuples = lines[at + 1 : at + 1 + count]
+        size = header.pop("bytes", None)
+        tuples, at = _split(body, at, count) if size is None else _slice(body, at, count, size)
         header["tuples"], header["indices"] = tuples, _indices(header, count)
-        if not all(tuples):
-            raise PageFormatError("an empty tuple line")
         out.append(header)
-        at += 1 + count
     expected = 1 if pages is None else pages
     if len(out) != expected:
         raise PageFormatError(f"expected {expected} page(s), got {len(out)}")
     return out
+
+
+def _slice(body: bytes, at: int, count: int, size: Any) -> tuple[Lines, int]:
+    """The ``count`` tuples of ``size`` bytes from ``at`` on. Checked with one C scan (the newlines), so that the
+    header cannot name more or fewer tuples than follow; what the lines hold, an empty one too, is the
+    publisher's, as the bytes of every tuple are."""
+    stop = at + size if type(size) is int and size >= 0 else -1
+    if not at <= stop <= len(body) or (size and body[stop - 1] != NEWLINE) or body.count(b"\n", at, stop) != count:
+        raise PageFormatError(f"'count' {count} and 'bytes' {size!r} do not match the lines that follow")
+    return Lines(memoryview(body)[at:stop], count), stop
+
+
+def _split(body: bytes, at: int, count: int) -> tuple[list[bytes], int]:
+    """The ``count`` tuples from ``at`` on, split (a page without ``bytes``)."""
+    lines = body[at:].split(b"\n", count)
+    if len(lines) != count + 1:
+        raise PageFormatError(f"'count' {count!r} does not match the lines that follow")
+    rest = lines.pop()
+    if not all(lines):
+        raise PageFormatError("an empty tuple line")
+    return lines, len(body) - len(rest)
 
 
 def from_json_page(page: dict[str, Any]) -> dict[str, Any]:
@@ -104,13 +175,14 @@ def _header(line: bytes) -> dict[str, Any]:
     return header
 
 
-def _indices(header: dict[str, Any], count: int) -> list[int]:
-    """The tuples' indices: from ``start`` on, or as listed in ``indices`` (increasing integers)."""
+def _indices(header: dict[str, Any], count: int) -> Sequence[int]:
+    """The tuples' indices: from ``start`` on (a ``range``: no list of thousands of ints), or as listed in
+    ``indices`` (increasing integers)."""
     start, indices = header.pop("start", None), header.get("indices")
     if indices is None:
         if count and type(start) is not int:
             raise PageFormatError("a page with tuples has neither an integer 'start' nor 'indices'")
-        return list(range(start, start + count)) if count else []
+        return range(start, start + count) if count else []
     if (not isinstance(indices, list) or len(indices) != count or not all(type(i) is int for i in indices)
             or any(b <= a for a, b in pairwise(indices))):
         raise PageFormatError("'indices' must list the tuples' indices, increasing")

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import orjson
 
+from pan.line_pages import Lines
 from pan.progress import EMPTY, StreamProgress
 from pan.repository_client import Source
 
@@ -51,8 +52,9 @@ class SubscriberStats:
 class Fetch:
     """What one fetch brought: new tuples plus what happened on the way."""
 
-    #: Decoded tuples, or with ``indices`` the publisher's encoded bytes of each (``encoded`` subscribers).
-    tuples: list[Any]
+    #: Decoded tuples, or with ``indices`` the publisher's encoded bytes of each (``encoded`` subscribers; `Lines`,
+    #: one slice of bytes, from a line page that names its ``bytes``).
+    tuples: list[Any] | Lines
     missed: int = 0
     reset: bool = False
     progress: StreamProgress = EMPTY
@@ -183,7 +185,7 @@ class SubscriptionState:
                 self.drop_source(f"repeater lags behind position {self.position} (last {last})")
             return Fetch([], progress=progress)
         self.lagging = 0
-        tuples: list[Any] = answer.get("tuples") or []
+        tuples: list[Any] | Lines = answer.get("tuples") or []
         encoded: list[int] | None = answer.get("indices")  # a line page's: its tuples are bytes
         missed = 0
         gaps: list[tuple[int, int]] = []
@@ -191,6 +193,8 @@ class SubscriptionState:
             self.position += len(tuples)  # the usual case: a contiguous page right after our position
         else:
             indices = encoded if encoded is not None else [item["i"] for item in tuples]
+            if type(tuples) is Lines:  # a line page's slice of bytes, cut into its tuples to leave some out
+                tuples = tuples.items()
             tuples, kept, gaps = self._filter(tuples, indices)
             encoded = kept if encoded is not None else None
             missed = sum(to - first + 1 for first, to in gaps)

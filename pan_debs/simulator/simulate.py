@@ -398,11 +398,7 @@ class SensorRunner:
             self._sent_in_round = False
             if self.imp is None:
                 self.limit_ts = limit = self.timeline.ts_limit(now)
-                while True:
-                    ts, lines = self.source.take(limit, MAX_BATCH)
-                    if not ts:
-                        break
-                    await self._deliver(ts, lines, pacer)
+                await self._send_up_to(limit, pacer)
                 if self.source.exhausted:
                     return True
             else:
@@ -423,12 +419,7 @@ class SensorRunner:
             limit = gate.limit_ts
             self._sent_in_round = False
             if self.imp is None:
-                while True:
-                    ts, lines = self.source.take(limit, MAX_BATCH)
-                    if not ts:
-                        break
-                    self.limit_ts = ts[-1]
-                    await self._deliver(ts, lines, None)
+                await self._send_up_to(limit, None)
                 finished = self.source.exhausted
             else:
                 self._feed(limit)
@@ -512,29 +503,56 @@ class SensorRunner:
             await self._deliver(packet.ts, packet.lines, pacer, force_connect=self._outage_closed)
             self._outage_closed = False
 
+    async def _send_up_to(self, limit: int, pacer: Pacer | None) -> None:
+        """Every row with ts <= ``limit``, up to ``MAX_BATCH`` a write. Each write is a slice of the file's bytes,
+        unless a send log wants every row's ts. Unpaced (no ``pacer``), ``limit_ts`` follows the rows sent."""
+        rows = MAX_BATCH
+        while rows == MAX_BATCH:  # fewer: the source stopped at the limit, or ran out
+            if self.send_log is None:
+                rows, newest, data = self.source.take_block(limit, MAX_BATCH)
+                if newest is None:
+                    return
+                if pacer is None:
+                    self.limit_ts = newest
+                await self._send_rows(rows, newest, data, pacer)
+            else:
+                ts, lines = self.source.take(limit, MAX_BATCH)
+                if not ts:
+                    return
+                if pacer is None:
+                    self.limit_ts = ts[-1]
+                rows = len(ts)
+                await self._deliver(ts, lines, pacer)
+
     async def _deliver(self, ts: list[int], lines: list[bytes], pacer: Pacer | None,
                        force_connect: bool = False) -> None:
+        """Send rows (of a file, or a packet of an impairment: their ts need not be in order), and log them."""
+        sent = await self._send_rows(len(ts), max(ts), b"".join(lines), pacer, force_connect)
+        if sent and self.send_log is not None:
+            clock = pacer.clock if pacer is not None else self.opts.clock
+            self.send_log.record(self.stream, ts, clock.now_ns())
+
+    async def _send_rows(self, rows: int, newest: int, data: bytes, pacer: Pacer | None,
+                         force_connect: bool = False) -> bool:
+        """Send ``rows`` rows (``data``, their newest ts ``newest``); False if they are lost."""
         if self.gave_up:
-            self.stats.lost_disconnected += len(ts)
-            return
+            self.stats.lost_disconnected += rows
+            return False
         if not await self.link.ensure(force=force_connect) and not await self._wait_for_link(pacer):
-            self.stats.lost_disconnected += len(ts)
-            return
-        if not await self.link.send(b"".join(lines)):
-            self.stats.lost_disconnected += len(ts)  # unknown how much arrived: the receiver went away
-            return
-        self.stats.sent += len(ts)
+            self.stats.lost_disconnected += rows
+            return False
+        if not await self.link.send(data):
+            self.stats.lost_disconnected += rows  # unknown how much arrived: the receiver went away
+            return False
+        self.stats.sent += rows
         self._heard_at = time.monotonic()
-        newest = max(ts)
         if self.stats.last_ts is None or newest > self.stats.last_ts:
             self.stats.last_ts = newest
         receiver = self.stats.receiver or ""
         if newest > self.frontier.get(receiver, -1):
             self.frontier[receiver] = newest
         self._sent_in_round = True
-        if self.send_log is not None:
-            clock = pacer.clock if pacer is not None else self.opts.clock
-            self.send_log.record(self.stream, ts, clock.now_ns())
+        return True
 
     async def _wait_for_link(self, pacer: Pacer | None) -> bool:
         """Unpaced sensors wait (up to give_up_s) for their receiver; paced ones lose what is due."""
@@ -653,7 +671,7 @@ def interruptions_source(data_dir: Path, **filters: object) -> RowSource:
     span = (first_ts(data_dir, data_files), last_ts(data_dir, data_files))
     beat = (span[0], span[1], HEARTBEAT_PS) if None not in span else None
     lines = interruption_lines(data_dir / INTERRUPTIONS_FILE, beat)  # type: ignore[arg-type]
-    return RowSource(INTERRUPTIONS_STREAM, iter([lines] if lines else []), json_lines=True, **filters)
+    return RowSource(INTERRUPTIONS_STREAM, iter([b"".join(lines)] if lines else []), json_lines=True, **filters)
 
 
 async def simulate(opts: SimulateOptions) -> Summary:

@@ -26,6 +26,7 @@ INTERRUPTIONS_FILE = "interruptions.csv"
 # Rows are read and their ts parsed a block at a time; 128 KiB (~1,700 rows) keeps each read
 # near 1 ms, so a paced replay never stalls the other sensors of its event loop for long.
 BLOCK_BYTES = 1 << 17
+NEWLINE = ord("\n")
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,27 @@ class SourceCounts:
     malformed: int = 0  # no integer ts in the second field
 
 
-class RowSource:
-    """ts-ordered rows of one stream, handed out up to a limit, with filtering by ts."""
+class _Unparsed(Exception):
+    """A row whose ts a bisection looked at is not an integer: the block is parsed whole (`RowSource._parse_rest`)."""
 
-    def __init__(self, stream: str, blocks: Iterator[list[bytes]], lo: int | None = None,
+
+class RowSource:
+    """ts-ordered rows of one stream, handed out up to a limit, with filtering by ts.
+
+    A block of rows is kept in one of two forms:
+
+    * as read: its bytes and the end of each line (one numpy scan). A row's ts is parsed only when a bisection
+      for a limit looks at it, a dozen rows per `take_block`, and rows go out as a slice of the bytes. This is
+      the unpaced feed's form: parsing every row's ts was most of the simulator's CPU.
+    * parsed: every row's ts and line (a list each), malformed rows counted and dropped. A block becomes parsed
+      for `take` (paced and impaired sensors use every row's ts), for filters (``lo``, ``hi``, ``gap``), for
+      JSON lines, and when a row a bisection looks at has no integer ts.
+
+    So an unpaced feed sends a malformed row that no bisection looks at on to its receiver, whose ingest counts
+    and drops it (paced, the simulator does).
+    """
+
+    def __init__(self, stream: str, blocks: Iterator[bytes], lo: int | None = None,
                  hi: int | None = None, gap: tuple[int, int] | None = None, json_lines: bool = False) -> None:
         self.stream = stream
         self.json_lines = json_lines
@@ -84,37 +102,56 @@ class RowSource:
         self.counts = SourceCounts()
         self._blocks = blocks
         self._lo, self._hi, self._gap = lo, hi, gap
-        self._ts: list[int] = []
+        self._filtered = not (lo is None and hi is None and gap is None)
+        # As read: ``_data`` and ``_ends`` (each row's end offset), ``_ts`` None. Parsed: ``_ts`` and ``_lines``.
+        self._data = b""
+        self._ends: list[int] = []
+        self._ts: list[int] | None = []
         self._lines: list[bytes] = []
         self._pos = 0
+        self._last_span = 0  # rows the last search handed out: where the next one looks first
         self.exhausted = False
 
     @classmethod
     def from_file(cls, stream: str, path: Path, **filters: object) -> RowSource:
         return cls(stream, _file_blocks(path), **filters)  # type: ignore[arg-type]
 
+    def _rows(self) -> int:
+        return len(self._ends) if self._ts is None else len(self._ts)
+
     def _load(self) -> bool:
         """Read the next non-empty block; False at the end of the data."""
-        for lines in self._blocks:
-            if not lines[-1].endswith(b"\n"):
-                lines[-1] += b"\n"
-            self.counts.read += len(lines)
-            try:
-                if self.json_lines:
-                    ts = [orjson.loads(line)["ts"] for line in lines]
-                else:
-                    ts = [int(line.split(b",", 2)[1]) for line in lines]
-            except (ValueError, IndexError, KeyError, TypeError):
-                ts, lines = self._parse_slowly(lines)
-            ts, lines = self._filter(ts, lines)
-            if ts:
-                self._ts, self._lines, self._pos = ts, lines, 0
+        for data in self._blocks:
+            if not data.endswith(b"\n"):
+                data += b"\n"
+            ends = (np.flatnonzero(np.frombuffer(data, np.uint8) == NEWLINE) + 1).tolist()
+            self.counts.read += len(ends)
+            self._data, self._ends, self._ts, self._pos = data, ends, None, 0
+            if self.json_lines or self._filtered:
+                self._parse_rest()
+            if self._rows():
                 return True
             if self._hi is not None and self._passed_hi:
                 break
         self.exhausted = True
-        self._ts, self._lines, self._pos = [], [], 0
+        self._data, self._ends, self._ts, self._lines, self._pos = b"", [], [], [], 0
         return False
+
+    def _parse_rest(self) -> None:
+        """The block as read, from the position on, parsed: every row's ts, malformed rows dropped, filters applied."""
+        if self._ts is not None:
+            return
+        ends, pos = self._ends, self._pos
+        lines = [self._data[(ends[k - 1] if k else 0) : ends[k]] for k in range(pos, len(ends))]
+        try:
+            if self.json_lines:
+                ts = [orjson.loads(line)["ts"] for line in lines]
+            else:
+                ts = [int(line.split(b",", 2)[1]) for line in lines]
+        except (ValueError, IndexError, KeyError, TypeError):
+            ts, lines = self._parse_slowly(lines)
+        self._ts, self._lines = self._filter(ts, lines)
+        self._data, self._ends, self._pos = b"", [], 0
 
     def _parse_slowly(self, lines: list[bytes]) -> tuple[list[int], list[bytes]]:
         ts, kept = [], []
@@ -130,7 +167,7 @@ class RowSource:
 
     def _filter(self, ts: list[int], lines: list[bytes]) -> tuple[list[int], list[bytes]]:
         lo, hi, gap = self._lo, self._hi, self._gap
-        if lo is None and hi is None and gap is None:
+        if not self._filtered:
             return ts, lines
         lo = -(2**63) if lo is None else lo
         hi_ = 2**63 - 1 if hi is None else hi
@@ -143,38 +180,141 @@ class RowSource:
             return ts, lines
         return [ts[i] for i in keep], [lines[i] for i in keep]
 
+    def _ts_at(self, k: int) -> int:
+        """Row ``k``'s ts; `_Unparsed` for a row read as is that has none."""
+        if self._ts is not None:
+            return self._ts[k]
+        data, end = self._data, self._ends[k]
+        try:  # the second field: between the row's first two commas
+            first = data.index(b",", self._ends[k - 1] if k else 0, end) + 1
+            return int(data[first : data.index(b",", first, end)])
+        except ValueError:
+            raise _Unparsed from None
+
+    def _span(self, limit_ts: int, max_rows: int) -> tuple[int, int, int | None]:
+        """The next rows of the block (from the position to ``stop``, up to ``max_rows``) with ts <= ``limit_ts``,
+        and the ts of the last (None: no row); loads the next block when this one is used up."""
+        while True:
+            if self._pos >= self._rows() and (self.exhausted or not self._load()):
+                return self._pos, self._pos, None
+            try:
+                return self._bisect(limit_ts, self._pos, min(self._rows(), self._pos + max_rows))
+            except _Unparsed:
+                self._parse_rest()
+
+    def _bisect(self, limit_ts: int, pos: int, end: int) -> tuple[int, int, int | None]:
+        """``_span`` within rows ``pos`` to ``end`` (rows are sorted by ts)."""
+        newest = self._ts_at(end - 1)
+        if newest <= limit_ts:
+            return pos, end, newest
+        if self._ts is not None:  # parsed: C's bisection
+            stop = bisect_right(self._ts, limit_ts, pos, end)
+            return pos, stop, self._ts[stop - 1] if stop > pos else None
+        stop, newest_ = self._first_beyond(limit_ts, pos, end - 1, pos + self._last_span)
+        self._last_span = stop - pos
+        return pos, stop, newest_
+
+    def _first_beyond(self, limit_ts: int, pos: int, beyond: int, guess: int) -> tuple[int, int | None]:
+        """The first row from ``pos`` on with ts > ``limit_ts`` (row ``beyond`` is one), and the ts of the row
+        before it (None: it is ``pos``). Searched from ``guess`` (where the last search ended, as far from its
+        start: a sensor sends at a steady rate) outwards, doubling the step, then bisected: a couple of rows
+        looked at when the guess is right, not the dozen of a bisection of the whole block."""
+        at = min(max(guess, pos), beyond)
+        low, low_ts, high = pos - 1, None, beyond  # ts at ``low`` <= limit (``pos - 1``: none yet) < ts at ``high``
+        step = 1
+        if (ts := self._ts_at(at)) <= limit_ts:
+            low, low_ts = at, ts
+            while (nxt := low + step) < high:
+                if (ts := self._ts_at(nxt)) > limit_ts:
+                    high = nxt
+                    break
+                low, low_ts, step = nxt, ts, step * 2
+        else:
+            high = at
+            while (nxt := high - step) > low:
+                if (ts := self._ts_at(nxt)) <= limit_ts:
+                    low, low_ts = nxt, ts
+                    break
+                high, step = nxt, step * 2
+        while high - low > 1:
+            mid = (low + high) // 2
+            if (ts := self._ts_at(mid)) <= limit_ts:
+                low, low_ts = mid, ts
+            else:
+                high = mid
+        return high, low_ts
+
     def take(self, limit_ts: int, max_rows: int) -> tuple[list[int], list[bytes]]:
-        """Up to ``max_rows`` of the next rows with ts <= ``limit_ts``, in file order."""
+        """Up to ``max_rows`` of the next rows with ts <= ``limit_ts``, in file order: every row's ts and line."""
         out_ts: list[int] = []
         out_lines: list[bytes] = []
         while len(out_ts) < max_rows:
-            if self._pos >= len(self._ts) and (self.exhausted or not self._load()):
+            if self._pos >= self._rows() and (self.exhausted or not self._load()):
                 break
-            ts, pos = self._ts, self._pos
-            end = min(len(ts), pos + max_rows - len(out_ts))
-            stop = end if ts[end - 1] <= limit_ts else bisect_right(ts, limit_ts, pos, end)  # ts is sorted
+            self._parse_rest()
+            if self._pos >= self._rows():  # every row of the block was malformed
+                continue
+            pos, stop, _ = self._span(limit_ts, max_rows - len(out_ts))
             if stop == pos:
                 break
-            if not out_ts and stop - pos == len(ts):
-                out_ts, out_lines = ts, self._lines  # the whole block: no copy
+            assert self._ts is not None
+            if not out_ts and stop - pos == len(self._ts):
+                out_ts, out_lines = self._ts, self._lines  # the whole block: no copy
             else:
-                out_ts.extend(ts[pos:stop])
+                out_ts.extend(self._ts[pos:stop])
                 out_lines.extend(self._lines[pos:stop])
             self._pos = stop
-            if stop < end:
+            if stop < len(self._ts):
                 break
         return out_ts, out_lines
 
+    def take_block(self, limit_ts: int, max_rows: int) -> tuple[int, int | None, bytes]:
+        """``take`` as one piece of bytes: how many rows, the newest ts among them, and the rows' bytes."""
+        pieces: list[bytes] = []
+        rows, newest = 0, None
+        while rows < max_rows:
+            pos, stop, last = self._span(limit_ts, max_rows - rows)
+            if stop == pos:
+                break
+            pieces.append(self._bytes(pos, stop))
+            rows, newest = rows + stop - pos, last
+            self._pos = stop
+            if stop < self._rows():
+                break
+        return rows, newest, pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _bytes(self, pos: int, stop: int) -> bytes:
+        """Rows ``pos`` to ``stop`` of the block as one piece of bytes (the block itself when they are all of it)."""
+        if self._ts is not None:
+            return b"".join(self._lines[pos:stop])
+        if pos == 0 and stop == len(self._ends):
+            return self._data
+        return self._data[self._ends[pos - 1] if pos else 0 : self._ends[stop - 1]]
+
     def peek_ts(self) -> int | None:
-        if self._pos >= len(self._ts) and (self.exhausted or not self._load()):
-            return None
-        return self._ts[self._pos]
+        while True:
+            if self._pos >= self._rows() and (self.exhausted or not self._load()):
+                return None
+            try:
+                return self._ts_at(self._pos)
+            except _Unparsed:
+                self._parse_rest()
 
 
-def _file_blocks(path: Path) -> Iterator[list[bytes]]:
+def _file_blocks(path: Path) -> Iterator[bytes]:
+    """The file in blocks of whole lines, about ``BLOCK_BYTES`` each (the last may lack its newline)."""
     with open(path, "rb") as f:
-        while lines := f.readlines(BLOCK_BYTES):
-            yield lines
+        rest = b""
+        while chunk := f.read(BLOCK_BYTES):
+            data = rest + chunk if rest else chunk
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                rest = data[cut:]
+                yield data[:cut]
+            else:
+                rest = data
+        if rest:
+            yield rest
 
 
 def sensor_files(data_dir: Path) -> dict[str, Path]:

@@ -64,9 +64,10 @@ async def get(worker: Worker, accept: str | None, **params: Any) -> tuple[aiohtt
 def test_a_page_without_holes_names_its_first_index_and_one_with_holes_every_index() -> None:
     items = [b'{"i":4}', b'{"i":5}']
     body = line_pages.render(b'"first":0,"last":5,"missed":0,"meta":{}', items, [4, 5])
-    assert body.startswith(b'{"status":"ok","count":2,"start":4,') and body.endswith(b'\n{"i":4}\n{"i":5}\n')
+    assert body.startswith(b'{"status":"ok","count":2,"bytes":16,"start":4,') and body.endswith(b'\n{"i":4}\n{"i":5}\n')
     (page,) = line_pages.decode(body)
-    assert page["tuples"] == items and page["indices"] == [4, 5] and "start" not in page and page["last"] == 5
+    assert page["tuples"] == items and list(page["indices"]) == [4, 5] and "start" not in page and page["last"] == 5
+    assert page["tuples"].body == b'{"i":4}\n{"i":5}\n' and "bytes" not in page  # one slice, split on a look
     holes = line_pages.render(b'"last":9', [b"{}", b"{}"], [2, 9])
     assert b'"indices":[2,9]' in holes and line_pages.decode(holes)[0]["indices"] == [2, 9]
     empty = line_pages.render(b'"last":-1', [], [])
@@ -86,10 +87,26 @@ def test_a_page_without_holes_names_its_first_index_and_one_with_holes_every_ind
     (b'{"status":"ok","count":1,"indices":["3"]}\n{}\n', "increasing"),
     (b'{"status":"error","count":1}\n{}\n', "error page"),
     (b'{"status":"ok","count":0}\n{"status":"ok","count":0}\n', "expected 1"),
+    (b'{"status":"ok","count":2,"bytes":3,"start":0}\n{}\n{}\n', "'bytes' 3"),
+    (b'{"status":"ok","count":2,"bytes":5,"start":0}\n{}\n{}\n', "'bytes' 5"),
+    (b'{"status":"ok","count":2,"bytes":7,"start":0}\n{}\n{}\n', "'bytes' 7"),
+    (b'{"status":"ok","count":1,"bytes":-1,"start":0}\n{}\n', "'bytes' -1"),
+    (b'{"status":"ok","count":1,"bytes":"3","start":0}\n{}\n', "'bytes' '3'"),
 ])
 def test_a_malformed_line_page_is_named(body: bytes, why: str) -> None:
     with pytest.raises(PageFormatError, match=why):
         line_pages.decode(body)
+
+
+def test_a_page_of_an_older_publisher_without_bytes_is_split_and_read_the_same() -> None:
+    items = [b'{"i":4,"x":"a"}', b'{"i":5}']
+    body = line_pages.render(b'"last":5', items, [4, 5]) + line_pages.render(b'"last":9', [b'{"i":9}'], [9])
+    older = body.replace(b'"bytes":24,', b"").replace(b'"bytes":8,', b"")
+    assert b'"bytes"' not in older
+    for pages in (line_pages.decode(body, 2), line_pages.decode(older, 2)):
+        assert [list(p["tuples"]) for p in pages] == [items, [b'{"i":9}']]
+        assert [list(p["indices"]) for p in pages] == [[4, 5], [9]]
+    assert type(line_pages.decode(older, 2)[0]["tuples"]) is list
 
 
 # --- one worker ---------------------------------------------------------------------
@@ -104,7 +121,7 @@ async def test_each_line_is_the_tuple_a_json_page_carries(producer: Worker) -> N
     expected = orjson.loads(plain_body)
     (page,) = line_pages.decode(lines_body)
     assert [orjson.loads(t) for t in page.pop("tuples")] == expected.pop("tuples")
-    assert page.pop("indices") == list(range(15, 45)) and page.pop("count") == 30
+    assert page.pop("indices") == range(15, 45) and page.pop("count") == 30
     assert page == expected and page["missed"] == 11
 
 
