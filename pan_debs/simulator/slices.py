@@ -7,8 +7,10 @@ formatted in parallel and written to ``full-game`` in ts order.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
-from collections.abc import Callable, Iterable, Sequence
+import signal
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.pool import Pool
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -22,9 +24,27 @@ class Span(Protocol):
     end_ps: int
 
 
-def fork_pool(workers: int) -> Pool:
-    """Worker processes that inherit the planned sessions from module state (fork, no pickling)."""
-    return multiprocessing.get_context("fork").Pool(workers)
+@contextlib.contextmanager
+def fork_pool(workers: int) -> Iterator[Pool]:
+    """Worker processes that inherit the planned sessions from module state (fork, no pickling).
+
+    Once the block is done the workers end by themselves (``close``, ``join``); only a failure terminates them.
+    And each dies of SIGTERM, SIGHUP and SIGINT as by default: a forked worker also inherits the Python handlers
+    of its parent (`pan bench` turns SIGTERM into a clean stop), which cannot run while it waits on the pool's
+    queue lock, as ``Pool.terminate`` makes it. A benchmark once waited forever for such a worker."""
+    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_default_signals)
+    try:
+        yield pool
+    except BaseException:
+        pool.terminate()
+        raise
+    pool.close()
+    pool.join()
+
+
+def _default_signals() -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def slice_jobs(sessions: Sequence[Span], slice_ps: int) -> list[SliceJob]:
