@@ -108,7 +108,7 @@ def json_lines(items: Sequence[Any], encoded: bool) -> bytes | memoryview:
     return b"\n".join([*(items if encoded else map(orjson.dumps, items)), b""])
 
 
-def decode(body: bytes | bytearray, pages: int | None = None) -> list[dict[str, Any]]:
+def decode(body: bytes, pages: int | None = None) -> list[dict[str, Any]]:
     """The pages of a body: each header's fields, with ``tuples`` (`Lines`, or bytes each from a publisher that
     sends no ``bytes``) and ``indices``; ``PageFormatError`` for anything else. ``pages``: how many the body must
     hold (a ``POST /pages`` answer), else exactly one."""
@@ -138,7 +138,7 @@ def decode(body: bytes | bytearray, pages: int | None = None) -> list[dict[str, 
     return out
 
 
-def _slice(body: bytes | bytearray, at: int, count: int, size: Any) -> tuple[Lines, int]:
+def _slice(body: bytes, at: int, count: int, size: Any) -> tuple[Lines, int]:
     """The ``count`` tuples of ``size`` bytes from ``at`` on. Checked with one C scan (the newlines), so that the
     header cannot name more or fewer tuples than follow; what the lines hold, an empty one too, is the
     publisher's, as the bytes of every tuple are."""
@@ -148,7 +148,7 @@ def _slice(body: bytes | bytearray, at: int, count: int, size: Any) -> tuple[Lin
     return Lines(memoryview(body)[at:stop], count), stop
 
 
-def _newlines(body: bytes | bytearray, at: int, stop: int) -> int:
+def _newlines(body: bytes, at: int, stop: int) -> int:
     """The newlines from ``at`` to ``stop``: numpy's count is twice as fast as ``bytes.count`` on a long page (a
     recorder reads hundreds of megabytes), and slower on a short one."""
     if stop - at < NUMPY_COUNT_FROM:
@@ -156,9 +156,9 @@ def _newlines(body: bytes | bytearray, at: int, stop: int) -> int:
     return int(np.count_nonzero(np.frombuffer(body, np.uint8, stop - at, at) == NEWLINE))
 
 
-def _split(body: bytes | bytearray, at: int, count: int) -> tuple[list[bytes], int]:
+def _split(body: bytes, at: int, count: int) -> tuple[list[bytes], int]:
     """The ``count`` tuples from ``at`` on, split (a page without ``bytes``)."""
-    lines = bytes(body[at:]).split(b"\n", count)  # bytes, also of a bytearray body
+    lines = body[at:].split(b"\n", count)
     if len(lines) != count + 1:
         raise PageFormatError(f"'count' {count!r} does not match the lines that follow")
     rest = lines.pop()

@@ -193,24 +193,18 @@ class PageBatcher:
                 future.set_result(page)
 
 
-async def _body(response: aiohttp.ClientResponse) -> bytes | bytearray:
+async def _body(response: aiohttp.ClientResponse) -> bytes:
     """The whole body, copied once: ``read()`` joins the chunks that arrived together, and then those joins
     again, which for a reader of hundreds of megabytes (the replay's recorder) is CPU of its own."""
-    size = response.content_length
-    if size is None or response.status != 200:
+    if response.status != 200:
         return await response.read()
-    body, at = bytearray(size), 0
+    chunks = []
     while chunk := (await response.content.readchunk())[0]:
-        if at + len(chunk) > size:
-            raise ValueError(f"a body longer than its Content-Length ({size})")
-        body[at : at + len(chunk)] = chunk
-        at += len(chunk)
-    if at != size:
-        raise ValueError(f"a body of {at} bytes, not its Content-Length ({size})")
-    return body
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _pages(answer: bytes | bytearray, count: int) -> list[dict[str, Any]]:
+def _pages(answer: bytes, count: int) -> list[dict[str, Any]]:
     """The ``pages`` of a ``POST /pages`` answer, one object per query, else ``BadAnswer``."""
     try:
         decoded = orjson.loads(answer)
@@ -222,7 +216,7 @@ def _pages(answer: bytes | bytearray, count: int) -> list[dict[str, Any]]:
     return pages
 
 
-def decoded_line_pages(answer: bytes | bytearray, count: int | None = None) -> list[dict[str, Any]]:
+def decoded_line_pages(answer: bytes, count: int | None = None) -> list[dict[str, Any]]:
     """The line pages of an answer, else ``BadAnswer``: ``count`` of them (a ``POST /pages`` answer, one per
     query), or exactly one (a `/data` answer, ``count`` None)."""
     try:

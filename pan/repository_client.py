@@ -13,6 +13,7 @@ by pasting strings).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import ssl
 import time
@@ -77,8 +78,10 @@ def is_valid_port(port: object) -> bool:
     return isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535
 
 
+@functools.lru_cache(maxsize=4096)
 def http_url(host: str, port: int, path: str, scheme: str = "http") -> yarl.URL:
-    """``http://host:port/path`` (or https) built from validated parts (IPv6 hosts get their brackets)."""
+    """``http://host:port/path`` (or https) built from validated parts (IPv6 hosts get their brackets). Kept once
+    built (a URL is immutable): a reader of hundreds of streams asks for the same few thousands of times."""
     if not is_valid_host(host) or not is_valid_port(port):
         raise ValueError(f"not a valid HOST:PORT: {host!r}:{port!r}")
     return yarl.URL.build(scheme=scheme, host=host, port=port, path=path)
