@@ -26,9 +26,10 @@ asks for one: a recorder writes the slice as it came. A page without
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
-from itertools import pairwise
-from typing import Any, overload
+from itertools import accumulate, pairwise
+from typing import Any, BinaryIO, overload
 
 import numpy as np
 import orjson
@@ -58,21 +59,26 @@ def render(header: bytes, items: list[bytes], indices: list[int]) -> bytes:
 
 
 class Lines(Sequence[bytes]):
-    """A line page's tuples as the one slice of the answer they came in (each line ending in a newline; a view,
-    not a copy), split into tuples on the first look at one: a reader that stores or forwards them whole (writes
-    ``body``) never splits them, nor copies them."""
+    """A line page's tuples as the pieces of the answer they came in (views, each line ending in a newline),
+    split into tuples on the first look at one: a reader that stores or forwards them whole (`write`) never
+    splits them, nor copies them."""
 
-    __slots__ = ("_count", "_items", "body")
+    __slots__ = ("_count", "_items", "parts")
 
-    def __init__(self, body: bytes | memoryview, count: int) -> None:
-        self.body = body
+    def __init__(self, parts: list[memoryview] | list[bytes], count: int) -> None:
+        self.parts = parts
         self._count = count
         self._items: list[bytes] | None = None
+
+    @property
+    def body(self) -> bytes:
+        """The tuple lines as one piece of bytes (a copy)."""
+        return b"".join(self.parts)
 
     def items(self) -> list[bytes]:
         """Each tuple's bytes (the split is made once)."""
         if self._items is None:
-            self._items = bytes(self.body).split(b"\n")
+            self._items = self.body.split(b"\n")
             del self._items[-1]  # after the last newline
         return self._items
 
@@ -97,28 +103,76 @@ class Lines(Sequence[bytes]):
     __hash__ = None  # type: ignore[assignment]  # a sequence compared by content, as a list is
 
     def __repr__(self) -> str:
-        return f"Lines({self._count} tuples, {len(self.body)} bytes)"
+        return f"Lines({self._count} tuples, {sum(map(len, self.parts))} bytes)"
 
 
-def json_lines(items: Sequence[Any], encoded: bool) -> bytes | memoryview:
-    """Tuples as JSON lines, each ending in a newline: their bytes as given (``encoded``), else each encoded.
-    One join, one copy: ``+ b"\\n"`` on a batch of megabytes would copy it again; `Lines` are that already."""
+def write(out: BinaryIO, items: Sequence[Any], encoded: bool) -> None:
+    """Tuples written to ``out`` as JSON lines, each ending in a newline: `Lines` as the pieces they came in
+    (joined by nobody), other tuples' bytes as given (``encoded``), else each encoded. One join for those: ``+
+    b"\\n"`` on a batch of megabytes would copy it again."""
     if type(items) is Lines:
-        return items.body
-    return b"\n".join([*(items if encoded else map(orjson.dumps, items)), b""])
+        out.writelines(items.parts)
+    else:
+        out.write(b"\n".join([*(items if encoded else map(orjson.dumps, items)), b""]))
 
 
-def decode(body: bytes, pages: int | None = None) -> list[dict[str, Any]]:
-    """The pages of a body: each header's fields, with ``tuples`` (`Lines`, or bytes each from a publisher that
-    sends no ``bytes``) and ``indices``; ``PageFormatError`` for anything else. ``pages``: how many the body must
-    hold (a ``POST /pages`` answer), else exactly one."""
-    if not body.endswith(b"\n"):
+class _Chunks:
+    """A body as the chunks it arrived in, never joined (a reader of hundreds of megabytes would pay a copy
+    and, for each fresh buffer, the kernel's page faults): offsets run across the chunks."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = [chunk for chunk in chunks if chunk]
+        self.starts = list(accumulate(map(len, self.chunks), initial=0))
+        self.size = self.starts[-1]
+
+    def _chunk(self, at: int) -> int:
+        return bisect_right(self.starts, at) - 1
+
+    def ends_with_newline(self) -> bool:
+        return bool(self.size) and self.byte(self.size - 1) == NEWLINE
+
+    def byte(self, at: int) -> int:
+        i = self._chunk(at)
+        return self.chunks[i][at - self.starts[i]]
+
+    def newline(self, at: int) -> int:
+        """The offset of the first newline at or after ``at`` (-1: none)."""
+        i = self._chunk(at)
+        while i < len(self.chunks):
+            found = self.chunks[i].find(b"\n", at - self.starts[i])
+            if found >= 0:
+                return self.starts[i] + found
+            i += 1
+            at = self.starts[i]
+        return -1
+
+    def views(self, start: int, stop: int) -> list[memoryview]:
+        """Bytes ``start`` to ``stop`` as views of the chunks that hold them."""
+        out = []
+        i = self._chunk(start)
+        while start < stop:
+            base = self.starts[i]
+            end = min(stop, self.starts[i + 1])
+            out.append(memoryview(self.chunks[i])[start - base : end - base])
+            start, i = end, i + 1
+        return out
+
+    def bytes(self, start: int, stop: int) -> bytes:
+        return b"".join(self.views(start, stop))
+
+
+def decode(body: bytes | list[bytes], pages: int | None = None) -> list[dict[str, Any]]:
+    """The pages of a body (or of the chunks it came in): each header's fields, with ``tuples`` (`Lines`, or bytes
+    each from a publisher that sends no ``bytes``) and ``indices``; ``PageFormatError`` for anything else.
+    ``pages``: how many the body must hold (a ``POST /pages`` answer), else exactly one."""
+    chunks = _Chunks([body] if isinstance(body, bytes) else body)
+    if not chunks.ends_with_newline():
         raise PageFormatError("the body does not end with a newline")
     out: list[dict[str, Any]] = []
-    at, end = 0, len(body)
-    while at < end:
-        eol = body.index(b"\n", at)
-        header = _header(body[at:eol])
+    at = 0
+    while at < chunks.size:
+        eol = chunks.newline(at)
+        header = _header(chunks.bytes(at, eol))
         at = eol + 1
         count = header.get("count", 0)
         if header.get("status") != "ok":
@@ -129,7 +183,7 @@ def decode(body: bytes, pages: int | None = None) -> list[dict[str, Any]]:
         if type(count) is not int or count < 0:
             raise PageFormatError(f"'count' {count!r} does not match the lines that follow")
         size = header.pop("bytes", None)
-        tuples, at = _split(body, at, count) if size is None else _slice(body, at, count, size)
+        tuples, at = _split(chunks, at, count) if size is None else _slice(chunks, at, count, size)
         header["tuples"], header["indices"] = tuples, _indices(header, count)
         out.append(header)
     expected = 1 if pages is None else pages
@@ -138,33 +192,36 @@ def decode(body: bytes, pages: int | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def _slice(body: bytes, at: int, count: int, size: Any) -> tuple[Lines, int]:
+def _slice(chunks: _Chunks, at: int, count: int, size: Any) -> tuple[Lines, int]:
     """The ``count`` tuples of ``size`` bytes from ``at`` on. Checked with one C scan (the newlines), so that the
     header cannot name more or fewer tuples than follow; what the lines hold, an empty one too, is the
     publisher's, as the bytes of every tuple are."""
     stop = at + size if type(size) is int and size >= 0 else -1
-    if not at <= stop <= len(body) or (size and body[stop - 1] != NEWLINE) or _newlines(body, at, stop) != count:
+    if not at <= stop <= chunks.size or (size and chunks.byte(stop - 1) != NEWLINE):
         raise PageFormatError(f"'count' {count} and 'bytes' {size!r} do not match the lines that follow")
-    return Lines(memoryview(body)[at:stop], count), stop
+    views = chunks.views(at, stop)
+    if sum(map(_newlines, views)) != count:
+        raise PageFormatError(f"'count' {count} and 'bytes' {size!r} do not match the lines that follow")
+    return Lines(views, count), stop
 
 
-def _newlines(body: bytes, at: int, stop: int) -> int:
-    """The newlines from ``at`` to ``stop``: numpy's count is twice as fast as ``bytes.count`` on a long page (a
-    recorder reads hundreds of megabytes), and slower on a short one."""
-    if stop - at < NUMPY_COUNT_FROM:
-        return body.count(b"\n", at, stop)
-    return int(np.count_nonzero(np.frombuffer(body, np.uint8, stop - at, at) == NEWLINE))
+def _newlines(view: memoryview) -> int:
+    """The newlines in ``view``: numpy's count is four times as fast as ``bytes.count`` on a long page (a recorder
+    reads hundreds of megabytes), and slower on a short one."""
+    if len(view) < NUMPY_COUNT_FROM:
+        return view.tobytes().count(b"\n")
+    return int(np.count_nonzero(np.frombuffer(view, np.uint8) == NEWLINE))
 
 
-def _split(body: bytes, at: int, count: int) -> tuple[list[bytes], int]:
+def _split(chunks: _Chunks, at: int, count: int) -> tuple[list[bytes], int]:
     """The ``count`` tuples from ``at`` on, split (a page without ``bytes``)."""
-    lines = body[at:].split(b"\n", count)
+    lines = chunks.bytes(at, chunks.size).split(b"\n", count)
     if len(lines) != count + 1:
         raise PageFormatError(f"'count' {count!r} does not match the lines that follow")
     rest = lines.pop()
     if not all(lines):
         raise PageFormatError("an empty tuple line")
-    return lines, len(body) - len(rest)
+    return lines, chunks.size - len(rest)
 
 
 def from_json_page(page: dict[str, Any]) -> dict[str, Any]:

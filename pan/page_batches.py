@@ -166,7 +166,7 @@ class PageBatcher:
         async with self.session.post(source.url("/pages", self._scheme), data=orjson.dumps(body),
                                      headers={**self._headers, "Content-Type": "application/json"},
                                      timeout=timeout, **self._ssl) as response:
-            answer = await _body(response)
+            chunks = await _body(response)
         if response.status in NO_ROUTE:
             self.unsupported.add(source.endpoint)
             for _, future in pending:
@@ -174,13 +174,13 @@ class PageBatcher:
                     future.set_result(None)
             return
         if response.status in (400, 401, 403):
-            raise SubscriberRefused(f"{source.endpoint} refused POST /pages: {answer[:200]!r}")
+            raise SubscriberRefused(f"{source.endpoint} refused POST /pages: {b''.join(chunks)[:200]!r}")
         if response.status != 200:
             raise ValueError(f"{source.endpoint} answered HTTP {response.status} to POST /pages")
         if response.content_type == line_pages.LINES_TYPE:
-            pages = decoded_line_pages(answer, len(pending))
+            pages = decoded_line_pages(chunks, len(pending))
         else:
-            pages = _pages(answer, len(pending))
+            pages = _pages(b"".join(chunks), len(pending))
         self.pages += len(pages)
         for (_, future), page in zip(pending, pages, strict=True):
             if future.done():  # its subscriber gave up meanwhile
@@ -193,15 +193,14 @@ class PageBatcher:
                 future.set_result(page)
 
 
-async def _body(response: aiohttp.ClientResponse) -> bytes:
-    """The whole body, copied once: ``read()`` joins the chunks that arrived together, and then those joins
-    again, which for a reader of hundreds of megabytes (the replay's recorder) is CPU of its own."""
-    if response.status != 200:
-        return await response.read()
+async def _body(response: aiohttp.ClientResponse) -> list[bytes]:
+    """The body as the chunks it arrived in: ``read()`` joins them (twice), which for a reader of hundreds of
+    megabytes (the replay's recorder) costs a copy and, for each fresh buffer, the kernel's page faults. Line
+    pages are decoded from the chunks as they are (`line_pages.decode`)."""
     chunks = []
     while chunk := (await response.content.readchunk())[0]:
         chunks.append(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return chunks
 
 
 def _pages(answer: bytes, count: int) -> list[dict[str, Any]]:
@@ -216,7 +215,7 @@ def _pages(answer: bytes, count: int) -> list[dict[str, Any]]:
     return pages
 
 
-def decoded_line_pages(answer: bytes, count: int | None = None) -> list[dict[str, Any]]:
+def decoded_line_pages(answer: bytes | list[bytes], count: int | None = None) -> list[dict[str, Any]]:
     """The line pages of an answer, else ``BadAnswer``: ``count`` of them (a ``POST /pages`` answer, one per
     query), or exactly one (a `/data` answer, ``count`` None)."""
     try:

@@ -317,7 +317,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 items, tuples = up_to_tuples(items, fetch.tuples, wanted)
                 printed += tuples
                 if items:
-                    out.write(line_pages.json_lines(items, encoded))
+                    line_pages.write(out, items, encoded)
                     out.flush()
                 if args.count is not None and printed >= args.count:
                     return

@@ -209,7 +209,7 @@ class Recorder:
     async def _record(self, stream: str, subscriber: StreamSubscriber) -> None:
         out = self._files[stream]
         async for batch in subscriber.batches():
-            out.write(line_pages.json_lines(batch, self.encoded))
+            line_pages.write(out, batch, self.encoded)
             self.counts[stream] += len(batch)
             if subscriber.position >= subscriber.upstream_last:  # caught up: let the next page fill
                 await asyncio.sleep(self.pace.linger_s)

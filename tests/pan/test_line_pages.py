@@ -9,6 +9,8 @@ process, and from an older publisher that only answers JSON.
 from __future__ import annotations
 
 import asyncio
+import io
+import random
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -96,6 +98,30 @@ def test_a_page_without_holes_names_its_first_index_and_one_with_holes_every_ind
 def test_a_malformed_line_page_is_named(body: bytes, why: str) -> None:
     with pytest.raises(PageFormatError, match=why):
         line_pages.decode(body)
+
+
+def test_pages_read_from_the_chunks_they_arrived_in_are_the_pages_of_the_whole_body() -> None:
+    """An answer is decoded from its chunks as they came off the socket, cut anywhere (inside a header, a tuple,
+    right after a newline): the same pages, and each page's tuples written out are the bytes of its lines."""
+    rnd = random.Random(5)
+    pages = [[b'{"i":%d,"x":"%s"}' % (i, b"y" * rnd.randint(0, 90)) for i in range(start, start + n)]
+             for start, n in ((0, 40), (40, 0), (40, 1), (41, 300))]
+    body = b"".join(line_pages.render(b'"last":%d' % (i * 100), items, list(range(100 * i, 100 * i + len(items))))
+                    for i, items in enumerate(pages))
+    whole = line_pages.decode(body, len(pages))
+    newlines = [at for at, byte in enumerate(body) if byte == ord("\n")]
+    at_newlines = [newlines, [at + 1 for at in newlines[:-1]]]  # chunks that start with a newline, or after one
+    for cuts in [*at_newlines, *(sorted(rnd.sample(range(1, len(body)), rnd.randint(1, 40))) for _ in range(30))]:
+        chunks = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+        decoded = line_pages.decode(chunks, len(pages))
+        for got, want, items in zip(decoded, whole, pages, strict=True):
+            assert got == want and list(got["tuples"]) == items
+            out = io.BytesIO()
+            line_pages.write(out, got["tuples"], encoded=True)
+            assert out.getvalue() == b"".join(item + b"\n" for item in items)
+    short = line_pages.render(b'"last":1', [b'{"a":1}', b'{"b":22}'], [0, 1]).replace(b'"bytes":17', b'"bytes":16')
+    with pytest.raises(PageFormatError, match="'bytes' 16"):  # the header names a byte fewer than follow
+        line_pages.decode([short[:20], short[20:60], short[60:]])
 
 
 def test_a_page_of_an_older_publisher_without_bytes_is_split_and_read_the_same() -> None:
