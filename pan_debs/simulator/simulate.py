@@ -331,24 +331,22 @@ class EventTimeGate:
         self.limit_ts = self._past_gap(origin_ts + slice_ps)
         self._participants = participants
         self._waiting = 0
-        self._generation = 0
-        self._changed = asyncio.Condition()
+        #: Set when the round's last sensor arrives; each round has its own (no lock: the loop runs one at a time).
+        self._round_over = asyncio.Event()
 
     async def arrive(self, finished: bool) -> None:
         """Report that this sensor sent everything up to the limit (or has nothing left)."""
-        async with self._changed:
-            if finished:
-                self._participants -= 1
-            else:
-                self._waiting += 1
-            if self._waiting >= self._participants:
-                self.limit_ts = self._past_gap(self.limit_ts + self.slice_ps)
-                self._waiting = 0
-                self._generation += 1
-                self._changed.notify_all()
-            elif not finished:
-                generation = self._generation
-                await self._changed.wait_for(lambda: self._generation != generation)
+        if finished:
+            self._participants -= 1
+        else:
+            self._waiting += 1
+        if self._waiting >= self._participants:
+            self.limit_ts = self._past_gap(self.limit_ts + self.slice_ps)
+            self._waiting = 0
+            over, self._round_over = self._round_over, asyncio.Event()
+            over.set()
+        elif not finished:
+            await self._round_over.wait()
 
     def _past_gap(self, limit_ts: int) -> int:
         """``limit_ts``, or the end of the skipped break when it falls inside it (rows at the end are kept)."""

@@ -447,6 +447,27 @@ def test_replay_cli_on_free_ports_records_every_row(tmp_path: Path) -> None:
                for sid, lines in by_sensor.items())
 
 
+async def test_no_sensor_passes_the_limit_before_every_sensor_has_reached_it() -> None:
+    """The gate's round ends when its last sensor arrives, or finishes: not one sensor earlier."""
+    gate = EventTimeGate(T0, UNPACED_SLICE_PS, participants=3)
+    first = [asyncio.create_task(gate.arrive(False)) for _ in range(2)]
+    for _ in range(5):  # let both run up to their wait
+        await asyncio.sleep(0)
+    assert not any(task.done() for task in first) and gate.limit_ts == T0 + UNPACED_SLICE_PS
+    await asyncio.wait_for(gate.arrive(False), 10)  # the third: the round is over for all three
+    await asyncio.wait_for(asyncio.gather(*first), 10)
+    assert gate.limit_ts == T0 + 2 * UNPACED_SLICE_PS
+    waiting = asyncio.create_task(gate.arrive(False))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not waiting.done()
+    await gate.arrive(True)  # a sensor out of rows leaves: two are left, one of them waits
+    assert not waiting.done()
+    await asyncio.wait_for(gate.arrive(True), 10)  # the last other one leaves too: the waiting one goes on
+    await asyncio.wait_for(waiting, 10)
+    assert gate.limit_ts == T0 + 3 * UNPACED_SLICE_PS
+
+
 async def test_an_unpaced_replay_steps_over_a_skipped_break_in_one_round() -> None:
     """Walked through in 50 ms slices, a generated match's ~39-minute break took every sensor ~46,000 rounds
     (an attached full-game replay stalled there for minutes)."""
