@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import random
+import string
 import time
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import orjson
@@ -395,3 +398,15 @@ async def test_a_meta_waiting_subscriber_hears_of_an_end_that_came_between_its_p
         worker.outputs["S5"].publish(StreamProgress(wm=END_OF_STREAM))
         fetched = await asyncio.wait_for(subscriber.fetch(), 30)  # a minute's long poll without ``wm``
         assert subscriber.progress.ended and not fetched.tuples
+
+
+def test_a_pages_query_is_written_as_urlencode_writes_it_without_wait_and_wake() -> None:
+    """Plain values go as they are (the common case, without ``urlencode``'s quoting of each); any other
+    character is quoted exactly as ``urlencode`` quotes it."""
+    rnd = random.Random(3)
+    plain, other = string.ascii_letters + string.digits + "_.-~", string.printable + "äé€/ &=?#%+"
+    for _ in range(5000):
+        keys = rnd.sample(["s", "i", "n", "hold", "a", "wm", "view", "g", "w", "m"], rnd.randint(1, 8))
+        query = {k: "".join(rnd.choice(other if rnd.random() < 0.3 else plain) for _ in range(rnd.randint(0, 12)))
+                 for k in keys}
+        assert page_batches._query_text(query) == urlencode({k: v for k, v in query.items() if k not in ("w", "m")})
