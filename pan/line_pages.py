@@ -19,9 +19,10 @@ tuples). Compact JSON never holds a raw newline, so a line is a tuple.
 A reader of line pages gets each tuple as bytes it does not decode: it trusts
 the publisher for their content, while the header (indices, ``last``,
 ``meta``) is checked as a JSON page's is. Thanks to ``bytes`` a page's tuples
-are one slice of the body (`Lines`), split into tuples only for a reader that
-asks for one: a recorder writes the slice as it came. A page without
-``bytes`` (an older publisher) is split at once.
+are cut out of the answer by length (views of the chunks it arrived in,
+`Lines`) and split into tuples only for a reader that asks for one: a recorder
+writes them as they came. A page without ``bytes`` (an older publisher) is
+split at once.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ def decode(body: bytes | list[bytes], pages: int | None = None) -> list[dict[str
 
 
 def _slice(chunks: _Chunks, at: int, count: int, size: Any) -> tuple[Lines, int]:
-    """The ``count`` tuples of ``size`` bytes from ``at`` on. Checked with one C scan (the newlines), so that the
+    """The ``count`` tuples of ``size`` bytes from ``at`` on. Checked with one count of the newlines, so that the
     header cannot name more or fewer tuples than follow; what the lines hold, an empty one too, is the
     publisher's, as the bytes of every tuple are."""
     stop = at + size if type(size) is int and size >= 0 else -1
@@ -206,8 +207,8 @@ def _slice(chunks: _Chunks, at: int, count: int, size: Any) -> tuple[Lines, int]
 
 
 def _newlines(view: memoryview) -> int:
-    """The newlines in ``view``: numpy's count is four times as fast as ``bytes.count`` on a long page (a recorder
-    reads hundreds of megabytes), and slower on a short one."""
+    """The newlines in ``view``: numpy counts them faster than ``bytes.count`` on a long page (a page's decoding:
+    0.08 against 0.28 ns a byte; a recorder reads hundreds of megabytes), and slower on a short one."""
     if len(view) < NUMPY_COUNT_FROM:
         return view.tobytes().count(b"\n")
     return int(np.count_nonzero(np.frombuffer(view, np.uint8) == NEWLINE))

@@ -75,7 +75,7 @@ class SourceCounts:
 
 
 class _Unparsed(Exception):
-    """A row whose ts a bisection looked at is not an integer: the block is parsed whole (`RowSource._parse_rest`)."""
+    """A row whose ts a search looked at is not an integer: the block is parsed whole (`RowSource._parse_rest`)."""
 
 
 class RowSource:
@@ -83,14 +83,15 @@ class RowSource:
 
     A block of rows is kept in one of two forms:
 
-    * as read: its bytes and the end of each line (one numpy scan). A row's ts is parsed only when a bisection
-      for a limit looks at it, a dozen rows per `take_block`, and rows go out as a slice of the bytes. This is
-      the unpaced feed's form: parsing every row's ts was most of the simulator's CPU.
+    * as read: its bytes and the end of each line (one numpy scan). A row's ts is parsed only when the search
+      for a limit looks at it (a few rows per `take_block`: it starts where the last search ended), and rows go
+      out as a slice of the bytes. This is the unpaced feed's form: parsing every row's ts was most of the
+      simulator's CPU.
     * parsed: every row's ts and line (a list each), malformed rows counted and dropped. A block becomes parsed
       for `take` (paced and impaired sensors use every row's ts), for filters (``lo``, ``hi``, ``gap``), for
-      JSON lines, and when a row a bisection looks at has no integer ts.
+      JSON lines, and when a row a search looks at has no integer ts.
 
-    So an unpaced feed sends a malformed row that no bisection looks at on to its receiver, whose ingest counts
+    So an unpaced feed sends a malformed row that no search looks at on to its receiver, whose ingest counts
     and drops it (paced, the simulator does).
     """
 
