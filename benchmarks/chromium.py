@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
+import tempfile
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
@@ -28,7 +31,9 @@ def missing() -> str | None:
     return None
 
 
-def start_one() -> Any:
+def start_one(tmp: str) -> Any:
+    """A headless Chromium whose temporary files go to ``tmp`` (its ``TMPDIR``): Chromium leaves an empty
+    directory of its own in the temporary folder, which the caller removes with ``tmp`` after ``quit()``."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -36,7 +41,22 @@ def start_one() -> Any:
     options.binary_location = shutil.which("chromium") or "chromium"
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", WINDOW):
         options.add_argument(argument)
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
+    service = Service(shutil.which("chromedriver") or "chromedriver", env={**os.environ, "TMPDIR": tmp})
+    return webdriver.Chrome(service=service, options=options)
+
+
+@contextlib.contextmanager
+def one_chromium() -> Iterator[Any]:
+    """One headless Chromium, quit at the end with its temporary files."""
+    tmp = tempfile.mkdtemp(prefix="pan-chromium-")
+    try:
+        driver = start_one(tmp)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Chromiums:
@@ -45,12 +65,13 @@ class Chromiums:
     def __init__(self, count: int) -> None:
         self.count = count
         self.drivers: list[Any] = []
+        self._tmp = tempfile.mkdtemp(prefix="pan-chromium-")  # every instance's temporary files, removed at quit
         self._locks: dict[int, asyncio.Lock] = {}  # one command at a time per driver (selenium's pool holds one)
 
     async def __aenter__(self) -> Chromiums:
         try:
             for _ in range(self.count):
-                self.drivers.append(await asyncio.to_thread(start_one))
+                self.drivers.append(await asyncio.to_thread(start_one, self._tmp))
         except BaseException:
             await self._quit()
             raise
@@ -65,6 +86,7 @@ class Chromiums:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.to_thread(driver.quit), 60)
         self.drivers = []
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
     async def open(self, drivers: list[Any], url: str) -> None:
         """Load ``url`` in each of ``drivers`` at once."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -99,7 +100,8 @@ async def run_redis(args: argparse.Namespace) -> dict[str, Any]:
         "points": [],
     }
     redis = RedisServer()
-    pans = [fanout.PanSystem(p, args.buffer, Path(tempfile.mkdtemp(prefix="pan-redis-"))) for p in args.publishers]
+    workdir = Path(tempfile.mkdtemp(prefix="pan-redis-"))  # the PAN systems' workflow files; removed at the end
+    pans = [fanout.PanSystem(p, args.buffer, workdir) for p in args.publishers]
     try:
         redis_system = await redis.start()
         summary["redis_version"] = redis_system.label
@@ -125,6 +127,7 @@ async def run_redis(args: argparse.Namespace) -> dict[str, Any]:
         for pan in pans:
             await pan.stop()
         await redis.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
     summary["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return summary
 

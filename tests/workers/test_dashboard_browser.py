@@ -31,6 +31,7 @@ import aiohttp
 import orjson
 import pytest
 
+from benchmarks.chromium import one_chromium
 from benchmarks.query_delay import plain_split
 from pan.repository_client import RepositoryClient
 from pan.web import free_port
@@ -90,18 +91,9 @@ def browser() -> Iterator[Any]:
     if CHROMIUM is None or DRIVER is None:
         pytest.skip("needs Debian's chromium and chromium-driver (`make chromium`, or apt-get install chromium "
                     "chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the extra 'dashboard')")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1300,1000"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    try:
+    pytest.importorskip("selenium.webdriver", reason="needs selenium (the extra 'dashboard')")
+    with one_chromium() as driver:  # headless, 1300x1000: the whole match view on screen
         yield driver
-    finally:
-        driver.quit()
 
 
 class Page:
