@@ -85,14 +85,13 @@ class RowSource:
 
     * as read: its bytes and the end of each line (one numpy scan). A row's ts is parsed only when the search
       for a limit looks at it (a few rows per `take_block`: it starts where the last search ended), and rows go
-      out as a slice of the bytes. This is the unpaced feed's form: parsing every row's ts was most of the
-      simulator's CPU.
+      out as a slice of the bytes. This is the feed's form: in an unpaced replay, parsing every row's ts was
+      most of the simulator's CPU.
     * parsed: every row's ts and line (a list each), malformed rows counted and dropped. A block becomes parsed
-      for `take` (paced and impaired sensors use every row's ts), for filters (``lo``, ``hi``, ``gap``), for
+      for `take` (impairments and send logs use every row's ts), for filters (``lo``, ``hi``, ``gap``), for
       JSON lines, and when a row a search looks at has no integer ts.
 
-    So an unpaced feed sends a malformed row that no search looks at on to its receiver, whose ingest counts
-    and drops it (paced, the simulator does).
+    So a malformed row that no search looks at goes on to the receiver, whose ingest counts and drops it.
     """
 
     def __init__(self, stream: str, blocks: Iterator[bytes], lo: int | None = None,

@@ -558,5 +558,5 @@ def test_row_source_hands_out_blocks_of_the_files_bytes_and_parses_only_what_a_b
     assert looked_at.take_block(10, 100) == (2, 2, b"4,1,a\n4,2,b\n") and looked_at.counts.malformed == 1
     passed_on = RowSource("SENSOR4", iter([b"4,1,a\n4,x,b\n4,3,c\n"]))
     assert passed_on.take_block(10, 100) == (3, 3, b"4,1,a\n4,x,b\n4,3,c\n") and passed_on.counts.malformed == 0
-    paced = RowSource("SENSOR4", iter([b"4,1,a\n4,x,b\n4,3,c\n"]))  # ``take`` parses every row
-    assert paced.take(10, 100) == ([1, 3], [b"4,1,a\n", b"4,3,c\n"]) and paced.counts.malformed == 1
+    every_ts = RowSource("SENSOR4", iter([b"4,1,a\n4,x,b\n4,3,c\n"]))  # ``take`` parses every row
+    assert every_ts.take(10, 100) == ([1, 3], [b"4,1,a\n", b"4,3,c\n"]) and every_ts.counts.malformed == 1
