@@ -29,9 +29,9 @@ def fork_pool(workers: int) -> Iterator[Pool]:
     """Worker processes that inherit the planned sessions from module state (fork, no pickling).
 
     Once the block is done the workers end by themselves (``close``, ``join``); only a failure terminates them.
-    And each dies of SIGTERM, SIGHUP and SIGINT as by default: a forked worker also inherits the Python handlers
-    of its parent (`pan bench` turns SIGTERM into a clean stop), which cannot run while it waits on the pool's
-    queue lock, as ``Pool.terminate`` makes it. A benchmark once waited forever for such a worker."""
+    And each dies of SIGTERM, SIGHUP and SIGINT as by default, not by a Python handler it inherited from its
+    parent (`pan bench` turns SIGTERM into a clean stop): a benchmark once waited forever in ``Pool.terminate``
+    for a worker, waiting on the pool's queue lock, that had not died of its SIGTERM."""
     pool = multiprocessing.get_context("fork").Pool(workers, initializer=_default_signals)
     try:
         yield pool

@@ -1,8 +1,8 @@
 """The generators' worker pool (`pan_debs/simulator/slices.py`): its workers never outlive the block.
 
 A forked worker inherits its parent's Python signal handlers. `pan bench` turns SIGTERM into a clean stop of
-its own, and a pool worker that kept that handler did not die of ``Pool.terminate``'s SIGTERM: a benchmark
-waited for it forever.
+its own, and once a pool worker with that handler did not die of ``Pool.terminate``'s SIGTERM: a benchmark
+waited for it forever. Workers now end by themselves, and die of a signal as by default.
 """
 
 from __future__ import annotations
