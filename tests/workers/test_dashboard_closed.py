@@ -141,8 +141,8 @@ async def test_the_page_shows_why_it_has_no_data(closed: dict[str, Any], process
         pytest.skip(why)
     port, _ = dashboard(processes, "--repository", closed["repository"], "--ca", closed["ca"])
     await wait_for("the dashboard answers /health", lambda: healthy(port))
-    browser = await asyncio.to_thread(chromium.start_one)
-    try:
+    async with chromium.Chromiums(1) as browsers:  # quit at the end, with its temporary files
+        browser = browsers.drivers[0]
         await asyncio.to_thread(browser.get, f"http://{HOST}:{port}/")
 
         def banner() -> str:
@@ -152,5 +152,3 @@ async def test_the_page_shows_why_it_has_no_data(closed: dict[str, Any], process
 
         text = await wait_for("the page shows the problem", banner)
         assert "cannot read" in text and "refused" in text
-    finally:
-        await asyncio.to_thread(browser.quit)
