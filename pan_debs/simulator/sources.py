@@ -198,12 +198,13 @@ class RowSource:
             if self._pos >= self._rows() and (self.exhausted or not self._load()):
                 return self._pos, self._pos, None
             try:
-                return self._bisect(limit_ts, self._pos, min(self._rows(), self._pos + max_rows))
+                return self._search(limit_ts, self._pos, min(self._rows(), self._pos + max_rows))
             except _Unparsed:
                 self._parse_rest()
 
-    def _bisect(self, limit_ts: int, pos: int, end: int) -> tuple[int, int, int | None]:
-        """``_span`` within rows ``pos`` to ``end`` (rows are sorted by ts)."""
+    def _search(self, limit_ts: int, pos: int, end: int) -> tuple[int, int, int | None]:
+        """``_span`` within rows ``pos`` to ``end`` (rows are sorted by ts): all of them, or a C bisection of a
+        parsed block, or a search from a guess in a block as read."""
         newest = self._ts_at(end - 1)
         if newest <= limit_ts:
             return pos, end, newest
