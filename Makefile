@@ -45,7 +45,7 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml
 # (as on some machines), each process would otherwise compile PAN's sources again (0.1 s of CPU per start).
 # Incremental: only changed files are compiled again.
 bytecode: $(STAMP)
-	$(BIN)/python -m compileall -q -j 0 pan pan_debs benchmarks tests >/dev/null
+	$(BIN)/python -m compileall -q -j 0 pan workers simulator benchmarks tests >/dev/null
 
 demo: $(STAMP) java bytecode
 	$(BIN)/pan demo --speedup 1 --dashboard 8765

@@ -1,7 +1,7 @@
 """`pan bench arrays`: where a table of row ids is faster on the array path than event by event.
 
 A component with column inputs (player averages, the active ball) gets each
-release of row ids as one int64 table (pan/row_store.py). It computes on the
+release of row ids as one int64 table (pan/buffers/row_store.py). It computes on the
 table (``_process_table``) when the table has at least ``MIN_ARRAY_ROWS``
 rows, and otherwise event by event on dicts made from the table (what
 ``ArrayPath._process_rows`` does below the threshold): numpy's cost per call
@@ -10,7 +10,7 @@ rows of a generated match, cut into batches of each size, and reports the
 time per row of each, their ratio, and the smallest size from which the
 array path is faster; the threshold in the code should be near it. The
 components' buffers are frozen for the garbage collector while timed, as a
-peer freezes its workers' (``pan/peer.py``).
+peer freezes its workers' (``pan/worker/peer.py``).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def input_rows(type_name: str, params: dict[str, Any], rows: np.ndarray) -> np.ndarray:
     """The component's input rows in ts order (its sensors', from the first half's kick-off)."""
-    from pan.catalog import get_component_type
-    from pan.specs import WorkerSpec
-    from pan_debs.workers import debs
+    from pan.components.catalog import get_component_type
+    from pan.config.specs import WorkerSpec
+    from workers import debs
 
     kind = get_component_type(type_name)
     assert kind is not None
@@ -62,15 +62,15 @@ def input_rows(type_name: str, params: dict[str, Any], rows: np.ndarray) -> np.n
 
 def time_paths(type_name: str, params: dict[str, Any], rows: np.ndarray, size: int) -> tuple[float, float]:
     """Seconds per row of the array path and of the row loop, the rows in batches of ``size``."""
-    from pan.testing import build_component
-    from pan_debs.simulator.debs_rows import SENSOR_FIELDS
+    from pan.components.testing import build_component
+    from simulator.debs_rows import SENSOR_FIELDS
 
     on_arrays = build_component(type_name, {**params, "arrays": True})
     per_event = build_component(type_name, {**params, "arrays": False})
     table = rows[:, [SENSOR_FIELDS.index(field) for field in on_arrays.ROW_FIELDS]]
     names = per_event.ROW_FIELDS
     gc.collect()
-    gc.freeze()  # as a peer does once its workers run (pan/peer.py): the collector never walks their buffers
+    gc.freeze()  # as a peer does once its workers run (pan/worker/peer.py): the collector never walks their buffers
     try:
         started = time.perf_counter()
         for k in range(0, len(table), size):
@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if args.reps < 1:
         print("pan bench arrays: --reps must be >= 1", file=sys.stderr)
         return 2
-    from pan.catalog import get_component_type
-    from pan_debs.simulator.match import generate
+    from pan.components.catalog import get_component_type
+    from simulator.match import generate
 
     minutes = 20 / 60 if args.quick else 1.0
     results: dict[str, Any] = {**common.run_header("arrays"),

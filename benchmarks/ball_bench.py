@@ -53,7 +53,7 @@ def load_events(data: Path, seconds: float) -> dict[str, list[dict[str, Any]]]:
     """The first ``seconds`` of play as ball rows, player rows and interruption events (not timed)."""
     import numpy as np
 
-    from pan_debs.workers import debs
+    from workers import debs
 
     text = (data / "full-game").read_bytes().replace(b"\n", b",").decode()
     rows = np.fromstring(text, dtype=np.int64, sep=",").reshape(-1, 13)
@@ -71,7 +71,7 @@ def load_events(data: Path, seconds: float) -> dict[str, list[dict[str, Any]]]:
 
 def time_components(events: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
     """One timed pass of every component over its inputs, each fed the outputs of the one before."""
-    from pan.testing import build_component, output_tuples
+    from pan.components.testing import build_component, output_tuples
 
     def build(type_name: str) -> Any:
         return build_component(type_name, buffer_size=BUFFER)

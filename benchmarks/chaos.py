@@ -47,7 +47,7 @@ from typing import Any
 
 from benchmarks import chaos_parts as parts
 from benchmarks import common, query_delay
-from pan import eventloop
+from pan.util import eventloop
 
 HELP = "fault injection (pause, kill-and-restart, dropped connections, stalled consumer) during a full-game replay"
 SECTION = "chaos"
@@ -162,7 +162,7 @@ async def control_probes(cluster: parts.Cluster, t0: float, feeder: common.Child
 
 
 def output_streams(cluster: parts.Cluster) -> list[str]:
-    from pan_debs.simulator.replay import output_streams as streams_of
+    from simulator.replay import output_streams as streams_of
 
     return streams_of(cluster.workflow)
 
@@ -183,7 +183,7 @@ def feed_summary(stdout: bytes, code: int | None, stderr: str) -> dict[str, Any]
 
 def fault_targets(cluster_workflow: Path, drop: bool) -> tuple[dict[str, list[str]], frozenset[str]]:
     """Kind -> processes it may hit, and the producing peers (short pauses only)."""
-    from pan.workflow import load_workflow
+    from pan.workflow.parser import load_workflow
 
     peers = list(load_workflow(cluster_workflow).peers())
     repeaters = [p for p in peers if p in parts.REPEATER_PEERS]

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from benchmarks import common
-from pan import eventloop
+from pan.util import eventloop
 
 FAULT_KINDS = ("pause", "restart", "drop", "stall")
 CONSUMER = "consumer"  # the recording process a stall pauses: it takes only the tight streams
@@ -146,8 +146,8 @@ def chaos_workflow(
     except the ``tight`` workers, whose buffers hold ``TIGHT_BUFFER`` tuples
     (their repeaters still hold everything they pulled).
     """
-    from pan.catalog import get_component_type
-    from pan.workflow import on_free_ports, parse_workflow
+    from pan.components.catalog import get_component_type
+    from pan.workflow.parser import on_free_ports, parse_workflow
 
     data = json.loads(Path(source).read_text())
     workflow = parse_workflow(data, str(source))
@@ -210,7 +210,7 @@ class Cluster:
     """The repository and every peer of a workflow, each its own process, started and stopped here."""
 
     def __init__(self, workflow_path: Path, log_dir: Path) -> None:
-        from pan.workflow import load_workflow
+        from pan.workflow.parser import load_workflow
 
         self.workflow_path = workflow_path
         self.workflow = load_workflow(workflow_path)
@@ -278,7 +278,7 @@ class Cluster:
         self, streams: list[str], repeated: list[str], timeout_s: float = START_TIMEOUT_S
     ) -> None:
         """Every stream has its producer in the repository, and each repeated one every repeater."""
-        from pan.repository_client import RepositoryClient
+        from pan.repository.client import RepositoryClient
 
         repo = self.workflow.repository
         repository = RepositoryClient((repo.host, repo.port), session=self._session, timeout_s=5)
@@ -420,7 +420,7 @@ async def record_stream(stream: str, subscriber: Any, out: IO[bytes], state: Str
 
 def tight_streams(workflow: Any) -> list[str]:
     """Output streams of the ``TIGHT_WORKERS`` in ``workflow`` (the consumer's share of the recording)."""
-    from pan.catalog import get_component_type
+    from pan.components.catalog import get_component_type
 
     streams = []
     for spec in workflow.workers:
@@ -438,9 +438,9 @@ async def record(workflow_path: Path, out_dir: Path, name: str, tight: bool) -> 
     """
     import aiohttp
 
-    from pan.client import StreamSubscriber
-    from pan.workflow import load_workflow
-    from pan_debs.simulator.replay import output_streams
+    from pan.input.subscriber import StreamSubscriber
+    from pan.workflow.parser import load_workflow
+    from simulator.replay import output_streams
 
     workflow = load_workflow(workflow_path)
     chosen = set(tight_streams(workflow))

@@ -73,9 +73,10 @@ def write_bytecode() -> None:
     import compileall
 
     import pan
-    import pan_debs
+    import simulator
+    import workers
 
-    for package in (pan, pan_debs, sys.modules[__package__ or "benchmarks"]):
+    for package in (pan, simulator, workers, sys.modules[__package__ or "benchmarks"]):
         compileall.compile_dir(Path(package.__file__).parent, quiet=2)
 
 
@@ -87,8 +88,8 @@ def run_benchmark(run: Callable[[argparse.Namespace], int], args: argparse.Names
     ends the process on the spot, and left both behind). A forked child of the benchmark (a pool's worker,
     which its pool ends with SIGTERM) still dies at once.
     """
-    from pan.lifeline import die_with_launcher
-    from pan.processes import kill_leftovers
+    from pan.launch.lifeline import die_with_launcher
+    from pan.launch.processes import kill_leftovers
 
     results.note_load_at_start()
     refusal = results.load_refusal(getattr(args, "write", None), args.max_load)

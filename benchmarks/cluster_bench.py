@@ -113,7 +113,7 @@ class WorkflowRun:
     """The service processes of one repetition; ``stop()`` ends them all.
 
     The one-machine reference starts exactly the processes the cluster starts (the repository, then one
-    ``pan run --peer`` per peer, each a `pan.processes.Child` in a session of its own), only without
+    ``pan run --peer`` per peer, each a `pan.launch.processes.Child` in a session of its own), only without
     ``ip netns exec`` and on 127.0.0.1. The layout matters on a shared machine: with the kernel's autogroup
     scheduling (``/proc/sys/kernel/sched_autogroup_enabled``) CPU time is shared out per session, so one
     ``pan run`` holding all peers got a quarter of the cluster's share under load and its delay was many
@@ -202,7 +202,7 @@ async def repetition(state: Any, condition: Condition, data: Path, work: Path, t
             netns.shape(None, host.veth, bandwidth_mbit=condition.bandwidth_mbit)
             netns.shape(host.namespace, "eth0", bandwidth_mbit=condition.bandwidth_mbit)
     else:  # free ports: other programs on this machine may hold the workflow's
-        from pan.workflow import on_free_ports
+        from pan.workflow.parser import on_free_ports
 
         workflow = on_free_ports(workflow)
     run = WorkflowRun(state, condition, work)
@@ -301,8 +301,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         print("pan bench cluster: --latencies and --bandwidths are comma lists of numbers", file=sys.stderr)
         return 2
-    from pan import eventloop
     from pan.deploy import cluster
+    from pan.util import eventloop
 
     reason = cluster.problem()
     if reason:
@@ -330,7 +330,7 @@ def run(args: argparse.Namespace) -> int:
 def prepare(root: Path, seconds: float) -> Path:
     """``seconds`` of a generated match (seed 2013), split per sensor without Spark."""
     from benchmarks.query_delay import plain_split
-    from pan_debs.simulator.match import generate
+    from simulator.match import generate
 
     generate(root / "game", seconds / 60, seed=2013)
     return plain_split(root / "game", root / "split")

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from pan import eventloop
+from pan.util import eventloop
 
 
 async def measure(config: dict[str, Any]) -> dict[str, list[float]]:

@@ -22,7 +22,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from pan import processes
+from pan.launch import processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -300,7 +300,7 @@ def ensure_tool(binary: str, apt_package: str) -> str | None:
 
 
 class Child(processes.Child):
-    """A benchmark's child process (pan/processes.py), started in the repository root like the benchmark's
+    """A benchmark's child process (pan/launch/processes.py), started in the repository root like the benchmark's
     relative paths (workflows/, ``python -m benchmarks.X``) expect."""
 
     def __init__(self, args: Sequence[str], **options: Any) -> None:

@@ -16,7 +16,7 @@ Per phase:
 * match frames the timed browser drew per second;
 * the tuple-to-screen delay of ``A1`` (a player's position on the pitch) and ``BP_wholeGame_A`` (the
   possession bar): the timed page is opened with ``?trace=A1,BP_wholeGame_A``, a debug hook of
-  `pan_debs/workers/dashboard/static/dashboard.js` (off by default) that notes, for each drawn frame, the traced
+  `workers/dashboard/static/dashboard.js` (off by default) that notes, for each drawn frame, the traced
   tuples it drew first and ``performance.timeOrigin + performance.now()`` when the drawing in that
   ``requestAnimationFrame`` ended. Delay = that time minus when the simulator sent the sensor row the tuple
   answers (`benchmarks/query_delay.py`'s rule: the send time of a row is when it entered the forwarder's
@@ -44,16 +44,16 @@ import orjson
 
 from benchmarks import chromium, common
 from benchmarks.query_delay import ROOT, SEND_LOG, delays, on_free_ports_copy, plain_split
-from pan import eventloop
-from pan.client import StreamSubscriber
-from pan.web import free_port
+from pan.http.web import free_port
+from pan.input.subscriber import StreamSubscriber
+from pan.util import eventloop
 
 HELP = "pan dashboard: its CPU with 1, 10 and 50 browsers, and tuple-to-screen delay in Chromium, in real time"
 SECTION = "dashboard-bench"
 COUNTS = (1, 10, 50)
 TIMED = ("A1", "BP_wholeGame_A")
 PLAYERS = [f"{team}{n}" for team in "AB" for n in range(1, 9)]
-#: What the match page wants (pan_debs/workers/dashboard/static/dashboard.js, `wanted`), for the default choices.
+#: What the match page wants (workers/dashboard/static/dashboard.js, `wanted`), for the default choices.
 WANTED = ["ACTIVEBALL", "REFEREE", "SHOTS", "HM_wholeGame_16x25_A2", "$network", "$delays",
           *PLAYERS, *(f"BP_{p}" for p in PLAYERS), *(f"RUN_{p}" for p in PLAYERS),
           *(f"RUNAGG_wholeGame_{p}" for p in PLAYERS),
@@ -201,9 +201,9 @@ async def phases(args: argparse.Namespace, workflow: Path, repository: str, done
 
 
 async def measure(args: argparse.Namespace, work: Path, data: Path) -> tuple[list[Phase], dict[str, Any]]:
-    from pan.workflow import load_workflow
-    from pan_debs.simulator.replay import replay
-    from pan_debs.simulator.simulate import SimulateOptions, simulate
+    from pan.workflow.parser import load_workflow
+    from simulator.replay import replay
+    from simulator.simulate import SimulateOptions, simulate
 
     path = on_free_ports_copy(ROOT / "workflows" / "full_game_3_peers.json", work)
     workflow = load_workflow(path)
@@ -272,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="pan-dash-bench-") as tmp:
         work = Path(tmp)
-        from pan_debs.simulator.realistic import generate
+        from simulator.realistic import generate
 
         generate(work / "game", minutes, args.seed)
         data = plain_split(work / "game", work / "split")

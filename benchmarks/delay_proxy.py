@@ -34,7 +34,7 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from pan import eventloop
+from pan.util import eventloop
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common, query_delay, wires
-from pan import eventloop
+from pan.util import eventloop
 
 HELP = "query delay and tuples received per stream of the full-game workflow on 3, 6, 8 and 14 peers"
 SECTION = "distribution-bench"
@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 async def measure_one(workflow: Path, data: Path, work: Path) -> dict[str, Any]:
     """One workflow's peers and, per stream, delay summary plus tuples received."""
-    from pan.workflow import load_workflow
+    from pan.workflow.parser import load_workflow
 
     received = await query_delay.receive(workflow, data, work)
     measured = query_delay.delays(work / query_delay.SEND_LOG, received)

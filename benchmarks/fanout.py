@@ -4,7 +4,7 @@ Setup (all on 127.0.0.1): `pan run` starts a repository, one forwarder and
 P-1 repeaters (level 1, each its own process); a feeder process writes DEBS
 rows for SENSOR105 into the forwarder's ingest port at ``--rate`` tuples/s
 with the send time as ``ts``; ``--client-procs`` processes run the N
-subscribers (``pan.client.StreamSubscriber``, start=latest, n=page, w=1000,
+subscribers (``pan.input.subscriber.StreamSubscriber``, start=latest, n=page, w=1000,
 one shared aiohttp session per process), each of which picks a random
 publisher through the repository.  After a warm-up, every client counts the
 tuples it receives during the window and their delivery delay (receive time
@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from benchmarks import common
-from pan import eventloop
+from pan.util import eventloop
 
 HELP = "N long-poll subscribers on SENSOR105 fed at 15,000 tuples/s, with 1..3 publishers"
 SECTION = "fanout-bench"
@@ -103,7 +103,7 @@ class PanSystem:
         self.ingest_port = 0
 
     def workflow(self) -> dict[str, Any]:
-        from pan.web import free_port
+        from pan.http.web import free_port
 
         self.repo_port, self.ingest_port = free_port(), free_port()
         workers: list[dict[str, Any]] = [
@@ -140,7 +140,7 @@ class PanSystem:
         )
 
     async def _wait_published(self, timeout_s: float = 40.0) -> None:
-        from pan.repository_client import PublishersMissing, RepositoryClient
+        from pan.repository.client import PublishersMissing, RepositoryClient
 
         async with RepositoryClient((common.HOST, self.repo_port)) as repository:
             try:

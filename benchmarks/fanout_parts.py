@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from pan import eventloop
+from pan.util import eventloop
 
 SID = 105
 STREAM = f"SENSOR{SID}"
@@ -140,7 +140,7 @@ class Recorder:
 
 
 async def pan_subscriber(config: dict[str, Any], session: Any, rec: Recorder, ready: asyncio.Event) -> None:
-    from pan.client import StreamSubscriber
+    from pan.input.subscriber import StreamSubscriber
 
     sub = StreamSubscriber(
         STREAM,

@@ -1,7 +1,7 @@
 """`pan bench floor`: the full-game workflow's components in one process, the ceiling for this code here.
 
 Every ordered component of the workflow (all four queries) is chained in one
-process by `pan.chain` (no network, no ordering units, no recorder) and fed
+process by `pan.components.chain` (no network, no ordering units, no recorder) and fed
 a split folder's per-sensor files and INTERRUPTIONS stream (with the
 simulator's heartbeats) straight from disk, merged by ts a step of event time
 at a time. Sensor rows are parsed as blocks into record batches, as a
@@ -34,7 +34,7 @@ PS = 10**12
 STEP_PS = PS  # event time per step; outputs do not depend on it, only the per-step overhead does
 TAKE_ROWS = 1 << 30  # a source hands out every row of a step at once
 MAX_ROW_BYTES = 4096
-ARRAYS_PARAM = "arrays"  # pan_debs.workers.arrays.PARAM: the components' array path (true) or per-event path (false)
+ARRAYS_PARAM = "arrays"  # workers.arrays.PARAM: the components' array path (true) or per-event path (false)
 #: the components' paths: each one's default (as the workflow runs), every array path, every per-event path
 PATHS: dict[str, bool | None] = {"defaults": None, "arrays": True, "per_event": False}
 
@@ -47,19 +47,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def sensor_row(line: bytes) -> dict[str, int]:
     """A CSV sensor row as a component gets it from a forwarder (without its stream index ``i``)."""
-    from pan_debs.simulator.debs_rows import SENSOR_FIELDS
+    from simulator.debs_rows import SENSOR_FIELDS
 
     return dict(zip(SENSOR_FIELDS, map(int, line.split(b",")), strict=True))
 
 
 def sensor_batch(lines: list[bytes]) -> Any:
-    """CSV sensor rows as one record batch, parsed as a forwarder's ingest parses a block (``pan.int_csv``):
+    """CSV sensor rows as one record batch, parsed as a forwarder's ingest parses a block (``pan.wire.int_csv``):
     a component with column inputs gets its rows as a worker's pulls of Arrow pages give them, any other one
-    their tuples (``pan.chain``)."""
+    their tuples (``pan.components.chain``)."""
     import pyarrow as pa
 
-    from pan.int_csv import parse_block
-    from pan_debs.simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS
+    from pan.wire.int_csv import parse_block
+    from simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS
 
     block = parse_block(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines), CSV_LAYOUT,
                         MAX_ROW_BYTES)
@@ -87,8 +87,8 @@ def stream_reader(json_lines: bool, columns: bool) -> Callable[[list[bytes]], An
 
 def with_path(workflow: Path, arrays: bool | None) -> Any:
     """``workflow`` loaded, every component that has an ``arrays`` param set to ``arrays`` (None: as written)."""
-    from pan.catalog import get_component_type
-    from pan.workflow import load_workflow
+    from pan.components.catalog import get_component_type
+    from pan.workflow.parser import load_workflow
 
     loaded = load_workflow(workflow)
     if arrays is not None:
@@ -127,10 +127,10 @@ def run_chain(workflow: Path, data: Path, on_step: Callable[[Any], None] | None 
     array (True) or per-event (False) path; None keeps the workflow's choice. ``spent`` gets the seconds
     each component type spends (``timed_components``).
     """
-    from pan import arrow_pages
-    from pan.chain import ComponentChain
-    from pan_debs.simulator.simulate import interruptions_source
-    from pan_debs.simulator.sources import INTERRUPTIONS_STREAM, RowSource, sensor_files
+    from pan.components.chain import ComponentChain
+    from pan.wire import arrow_pages
+    from simulator.simulate import interruptions_source
+    from simulator.sources import INTERRUPTIONS_STREAM, RowSource, sensor_files
 
     chain = ComponentChain(with_path(workflow, arrays))
     if spent is not None:
@@ -234,7 +234,8 @@ def report(results: dict[str, Any]) -> str:
         "",
         f"{results['date']}. {common.machine_line(results['machine'], results['load_avg_at_end'])}",
         f"Command: `{results['command']}`; {results['config']['match']}. Every ordered component of the workflow "
-        "chained in one process (`pan/chain.py`): no network, no ordering units, no recorder; the split files and "
+        "chained in one process (`pan/components/chain.py`): no network, no ordering units, no recorder; the split "
+        "files and "
         "INTERRUPTIONS (with heartbeats) read from disk and fed in ts order, "
         f"{results['config']['step_s']:g} s of event time per step. Rows/s = rows fed / wall time. The components' "
         "paths (identical outputs) run in the same session, rounds interleaved (the order alternates): `defaults` "

@@ -1,6 +1,6 @@
 """`pan bench ingest`: TCP ingest of a generated match, per-line path against block path, in the same run.
 
-A real ``IngestServer`` (pan/ingest.py) with the ``debs_csv`` decoder runs
+A real ``IngestServer`` (pan/ingest/server.py) with the ``debs_csv`` decoder runs
 in this process and stores what it receives the way a forwarder does
 (``encode_batches`` into an ``OutputStream`` per sensor stream). A sender
 process (``python -m benchmarks.ingest_parts``) writes the match's
@@ -53,14 +53,14 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.minutes <= 120:
         print("pan bench ingest: --minutes must be in (0, 120]", file=sys.stderr)
         return 2
-    from pan import eventloop
+    from pan.util import eventloop
 
     results: dict[str, Any] = {
         **common.run_header("ingest"),
         "config": {"minutes": args.minutes, "reps": args.reps, "feed": args.feed, "loop": eventloop.loop_name()},
     }
     with tempfile.TemporaryDirectory(prefix="pan-ingest-bench-") as tmp:
-        from pan_debs.simulator.match import generate
+        from simulator.match import generate
 
         generate(Path(tmp), args.minutes, seed=2013)
         files = feed_files(Path(tmp) / "full-game", args.feed)
@@ -126,10 +126,10 @@ def summarize(runs: list[dict[str, float]]) -> dict[str, float]:
 
 async def one_run(files: list[Path], streams: set[str], rows: int, *, parse_blocks: bool) -> dict[str, float]:
     """One server, fed every file once; timed from its first delivered read to its last stored row."""
-    from pan.decoders import encode_batches
-    from pan.ingest import IngestServer, IngestSettings
-    from pan.streams import OutputStream
-    from pan_debs.simulator.debs_rows import DebsCsvDecoder
+    from pan.buffers.streams import OutputStream
+    from pan.ingest.decoders import encode_batches
+    from pan.ingest.server import IngestServer, IngestSettings
+    from simulator.debs_rows import DebsCsvDecoder
 
     outputs = {name: OutputStream(name) for name in streams}
     server: IngestServer
@@ -195,8 +195,8 @@ def measure_parse(files: list[Path], reps: int) -> dict[str, Any]:
     pyarrow's reader is timed on the parse alone: it would still need the strict syntax checks (it takes
     " 5") that the block parser does as it goes.
     """
-    from pan.int_csv import parse_block
-    from pan_debs.simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS, DebsCsvDecoder
+    from pan.wire.int_csv import parse_block
+    from simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS, DebsCsvDecoder
 
     block_bytes = one_read(files)
     lines = block_bytes.splitlines()
@@ -228,8 +228,8 @@ def measure_render(files: list[Path], reps: int) -> dict[str, Any]:
     import numpy as np
     import orjson
 
-    from pan.int_csv import RowBlock, parse_block
-    from pan_debs.simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS
+    from pan.wire.int_csv import RowBlock, parse_block
+    from simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS
 
     block = parse_block(one_read(files), CSV_LAYOUT, 16 * 1024)
     rows = RowBlock(block, np.arange(len(block.taken)), CSV_LAYOUT)
@@ -255,12 +255,12 @@ def measure_read_sizes(files: list[Path], reps: int) -> dict[str, Any]:
     """Microseconds per row of the block and the per-line path by lines per read, each through a server's
     delivery into output streams (what a read costs the forwarder), from one sensor's rows.
 
-    Why reads below ``pan.ingest.BLOCK_MIN_LINES`` lines go line by line whatever ``parse_blocks`` says.
+    Why reads below ``pan.ingest.server.BLOCK_MIN_LINES`` lines go line by line whatever ``parse_blocks`` says.
     """
-    from pan.decoders import encode_batches
-    from pan.ingest import BLOCK_MIN_LINES, IngestServer, IngestSettings
-    from pan.streams import OutputStream
-    from pan_debs.simulator.debs_rows import DebsCsvDecoder
+    from pan.buffers.streams import OutputStream
+    from pan.ingest.decoders import encode_batches
+    from pan.ingest.server import BLOCK_MIN_LINES, IngestServer, IngestSettings
+    from simulator.debs_rows import DebsCsvDecoder
 
     lines = files[0].read_bytes().splitlines(keepends=True)
     sid = lines[0].split(b",", 1)[0]

@@ -8,7 +8,7 @@ A forwarder in its own OS process (benchmarks/runtime_worker.py) with 100
 sensor streams of capacity 10,000 is filled through its ingest port in
 rounds, as `pan bench runtime` fills it, and its RSS sampled after each round.
 Its streams hold their rows as numbers (``column_buffers``, the default,
-pan/column_ring.py) or one JSON encoding per tuple; the two alternate,
+pan/buffers/column_ring.py) or one JSON encoding per tuple; the two alternate,
 ``--reps`` runs each. Reported per kind: the RSS growth per buffered tuple
 (median, min-max), the RSS when full, and the ratio of the medians.
 """
@@ -22,8 +22,8 @@ from typing import Any
 
 from benchmarks import common
 from benchmarks.runtime_bench import MEMORY_STREAMS, MEMORY_TUPLES, bench_memory
-from pan import eventloop
-from pan.column_ring import hot_rows_for
+from pan.buffers.column_ring import hot_rows_for
+from pan.util import eventloop
 
 HELP = "memory per buffered tuple of a forwarder: column buffers against JSON tuples (issue 13)"
 SECTION = "memory-bench"
@@ -88,7 +88,8 @@ def report(results: dict[str, Any]) -> str:
         f"{config['capacity']:,}, filled with {config['tuples_per_stream']:,} DEBS rows each through its ingest port "
         "in 5 rounds; RSS growth per tuple = (RSS when full - RSS before filling) / tuples held. The kinds "
         "alternate. `columns`: each stream holds its rows as numbers (`ts` in 64 bits, the other 12 values in "
-        f"32 while they fit, `pan/column_ring.py`) and the JSON of its newest {hot_rows_for(config['capacity']):,} "
+        "32 while they fit, `pan/buffers/column_ring.py`) and the JSON of its newest "
+        f"{hot_rows_for(config['capacity']):,} "
         "tuples (a sixteenth of its capacity); `json`: one JSON "
         "encoding per tuple (`column_buffers: false`).",
         "",

@@ -46,9 +46,9 @@ from urllib.parse import quote
 import orjson
 
 from benchmarks import common
-from pan import eventloop
 from pan.deploy import netns
 from pan.deploy.netns import sh
+from pan.util import eventloop
 
 HELP = "query delay vs added link latency (0..100 ms) and bandwidth, peers in network namespaces (root)"
 SECTION = "network-bench"

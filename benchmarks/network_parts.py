@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from benchmarks.delay_proxy import DelayModel, DelayProxy
-from pan import eventloop
+from pan.util import eventloop
 
 STREAM = "LAT"
 TS0 = 10_629_342_490_369_879  # ps, DEBS-like event time
@@ -89,7 +89,7 @@ async def probe(config: dict[str, Any]) -> None:
     """Subscribers with fixed paths; per phase, delays of tuples sent inside its window."""
     import aiohttp
 
-    from pan.client import StreamSubscriber
+    from pan.input.subscriber import StreamSubscriber
 
     received: dict[str, list[tuple[int, int]]] = {path: [] for path in config["paths"]}  # (sent_ns, recv_ns)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pan import eventloop
-from pan.client import StreamSubscriber
+from pan.input.subscriber import StreamSubscriber
+from pan.util import eventloop
 
 LOOKUP_BACKOFF_S = (0.01, 0.05)  # find each stream soon after its producer registers
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
-from pan import eventloop
+from pan.util import eventloop
 
 HELP = "K over time and late fraction of watermark vs max ordering, replaying with jitter, loss and drop outages"
 SECTION = "ordering_modes"
@@ -97,7 +97,7 @@ def ordered_workers(workflow: Any) -> list[Any]:
 async def sample_units(workflow: Any, samples: dict[str, list[dict[str, Any]]], period_s: float = SAMPLE_S) -> None:
     """Append each ordered worker's unit state every ``period_s`` until cancelled.
 
-    An observer of `pan_debs.simulator.replay`."""
+    An observer of `simulator.replay`."""
     import aiohttp
 
     specs = ordered_workers(workflow)
@@ -112,7 +112,7 @@ async def sample_units(workflow: Any, samples: dict[str, list[dict[str, Any]]], 
                 "t": round(time.monotonic() - started, 3), "clk": unit["clk"], "k": unit["k"],
                 "pushed": unit["pushed"], "late": unit["late"], "released": unit["released"],
                 "buffered": unit["buffered"], "ended": unit.get("ended_inputs", 0),
-                # speculative units only (pan/speculation.py): 0 for a buffering unit
+                # speculative units only (pan/ordering/speculation.py): 0 for a buffering unit
                 **{key: unit.get("speculation", {}).get(key, 0) for key in SPECULATION_COUNTERS},
             })
 
@@ -125,7 +125,7 @@ async def sample_units(workflow: Any, samples: dict[str, list[dict[str, Any]]], 
 
 def moved(workflow_path: Path, work: Path, overrides: dict[str, Any] | None = None) -> Path:
     """The workflow on free ports (``overrides`` added to every ordered worker's params), in ``work``."""
-    from pan.workflow import on_free_ports
+    from pan.workflow.parser import on_free_ports
 
     data = on_free_ports(json.loads(Path(workflow_path).read_text()))
     for worker in data["workers"]:
@@ -156,13 +156,13 @@ async def replay_sampled(
     Records ``RECORDED``, or every output. ``skip_halftime`` cuts the break out
     of the replay: in real time it would be 12 minutes without a row.
     """
-    from pan.catalog import get_component_type
-    from pan.ordering import PARAM_KEYS, OrderingSettings
-    from pan.workflow import load_workflow
-    from pan_debs.simulator.impair import ImpairProfile
-    from pan_debs.simulator.replay import replay
-    from pan_debs.simulator.simulate import SimulateOptions, simulate
-    from pan_debs.simulator.sources import first_ts, sensor_files
+    from pan.components.catalog import get_component_type
+    from pan.ordering.units import PARAM_KEYS, OrderingSettings
+    from pan.workflow.parser import load_workflow
+    from simulator.impair import ImpairProfile
+    from simulator.replay import replay
+    from simulator.simulate import SimulateOptions, simulate
+    from simulator.sources import first_ts, sensor_files
 
     workflow = load_workflow(workflow_path)
     specs = ordered_workers(workflow)
@@ -202,7 +202,7 @@ async def replay_sampled(
 
 def outage_windows(profile_path: Path) -> dict[str, list[tuple[float, float]]]:
     """Input stream -> its drop-outage windows (event seconds after the first row), from the profile."""
-    from pan_debs.simulator.impair import ImpairProfile
+    from simulator.impair import ImpairProfile
 
     profile = ImpairProfile.load(profile_path)
     out: dict[str, list[tuple[float, float]]] = {}
@@ -366,7 +366,7 @@ def first_half(game: Path, out: Path) -> Path:
     game time at once for a short match) loads the machine in the middle.
     """
     from benchmarks.query_delay import plain_split
-    from pan_debs.simulator.debs import HALF1
+    from simulator.debs import HALF1
 
     return plain_split(game, out, until_ts=HALF1[1])
 
@@ -378,7 +378,7 @@ def prepare_data(args: argparse.Namespace, work: Path, quick_s: float = 20) -> P
         from benchmarks.query_delay import given_split
 
         return given_split(Path(args.data))
-    from pan_debs.simulator.realistic import generate
+    from simulator.realistic import generate
 
     generate(work / "game", 2 * (quick_s / 60 if args.quick else args.minutes), seed=2013)
     return first_half(work / "game", work / "split")

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pan_debs.simulator.score import ambiguous_spans
+from simulator.score import ambiguous_spans
 
 HELP = "precision and recall of best_effort and nfp detection under random row loss"
 KEYS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
@@ -55,8 +55,8 @@ def events(rows: np.ndarray) -> list[dict[str, int]]:
 
 def run_pipeline(rows: np.ndarray, interruptions: list[tuple[int, int]], policy: str) -> dict[str, Any]:
     """Hits, possession intervals and shots of ``rows`` (sorted by ts) under ``policy``."""
-    from pan.testing import OutputReader, build_component, in_input_order
-    from pan_debs.workers import debs
+    from pan.components.testing import OutputReader, build_component, in_input_order
+    from workers import debs
 
     params = {"clock_mode": "watermark", "policy": policy}
     active = build_component("active_ball", buffer_size=BUFFER, params={"clock_mode": "watermark"})
@@ -128,7 +128,7 @@ def score(out: dict[str, Any], truth: dict[str, list[Any]]) -> dict[str, dict[st
     }
     result = {}
     unclear = truth.get("unclear_hits", [])  # ambiguous or unobservable kicks: scored by neither policy
-    spans = truth.get("unclear_spans", [])  # the play such kicks decide (pan_debs.simulator.score.ambiguous_spans)
+    spans = truth.get("unclear_spans", [])  # the play such kicks decide (simulator.score.ambiguous_spans)
 
     def decided_by_unclear(interval: tuple[str, int, int]) -> bool:
         return any(x - TOLERANCE_PS <= t <= y + TOLERANCE_PS for x, y in spans for t in interval[1:])
@@ -162,7 +162,7 @@ def read_truth(folder: Path) -> dict[str, list[Any]]:
 
     kicks = rows("kicks.csv")
     # The realistic truth flags kicks with two players within reach (ambiguous) or no ball data
-    # (unobservable): no detector can tell their kicker, so they are set apart as in pan_debs/simulator/score.py.
+    # (unobservable): no detector can tell their kicker, so they are set apart as in simulator/score.py.
     clear = [k for k in kicks if len(k) < 7 or (k[5] in ("0", "False", "false") and k[6] in ("1", "True", "true"))]
     possession = [(p, int(a), int(b)) for p, a, b in rows("possession.csv")]
     # A possession that such a kick starts or ends is set apart too, found or true.
@@ -186,7 +186,7 @@ def generate(minutes: float, seed: int, root: Path) -> Path:
 
 def lossy(rows: np.ndarray, loss: float, seed: int) -> np.ndarray:
     """Each ball and player row dropped with probability ``loss`` (the referee's rows stay)."""
-    from pan_debs.workers import debs
+    from workers import debs
 
     if loss <= 0:
         return rows

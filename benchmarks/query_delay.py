@@ -25,7 +25,7 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks.observer import read_arrivals
-from pan import eventloop
+from pan.util import eventloop
 
 HELP = "query delay per stream (SENSOR105, B2, BP_wholeGame_A, a heat map, SHOTS) replaying in real time"
 SECTION = "query-delay-bench"
@@ -59,13 +59,13 @@ def prepare_data(args: argparse.Namespace, work: Path) -> Path:
     """A split folder: given, or generated (split by Spark, or by a plain splitter with --quick)."""
     if args.data is not None:
         return given_split(Path(args.data))
-    from pan_debs.simulator.match import generate
+    from simulator.match import generate
 
     minutes = 20 / 60 if args.quick else args.minutes
     generate(work / "game", minutes, seed=2013)
     if args.quick:
         return plain_split(work / "game", work / "split")
-    from pan_debs.simulator.split import split
+    from simulator.split import split
 
     split(work / "game" / "full-game", work / "split")
     return work / "split"
@@ -73,7 +73,7 @@ def prepare_data(args: argparse.Namespace, work: Path) -> Path:
 
 def given_split(data: Path) -> Path:
     """``data`` if it is a split folder (per-sensor files), else a clear error instead of a traceback mid-run."""
-    from pan_debs.simulator.sources import sensor_files
+    from simulator.sources import sensor_files
 
     if not data.is_dir() or not sensor_files(data):
         raise SystemExit(f"pan bench: --data {data}: not a folder written by `pan split` (no per-sensor files)")
@@ -107,9 +107,9 @@ async def receive(workflow_path: Path, data: Path, work: Path, streams: list[str
     The simulator logs every row's send time to ``work/send.csv`` (`SEND_LOG`), which `delays`
     matches; a separate client process (`benchmarks/observer.py`) notes the arrivals.
     """
-    from pan.workflow import load_workflow
-    from pan_debs.simulator.replay import replay
-    from pan_debs.simulator.simulate import SimulateOptions, simulate
+    from pan.workflow.parser import load_workflow
+    from simulator.replay import replay
+    from simulator.simulate import SimulateOptions, simulate
 
     workflow = load_workflow(workflow_path)
     options = SimulateOptions(workflow=workflow, data_dir=data, speedup=1.0, send_log=work / SEND_LOG)
@@ -136,7 +136,7 @@ async def measure(workflow_path: Path, data: Path, work: Path) -> dict[str, list
 
 def on_free_ports_copy(workflow: Path, work: Path) -> Path:
     """The workflow moved to free ports (in ``work``), so a run never clashes with another on this machine."""
-    from pan.workflow import on_free_ports
+    from pan.workflow.parser import on_free_ports
 
     path = work / "workflow.json"
     path.write_text(json.dumps(on_free_ports(json.loads(Path(workflow).read_text()))))

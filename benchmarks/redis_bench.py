@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from benchmarks import common, fanout
-from pan import eventloop
+from pan.util import eventloop
 
 HELP = "the fan-out benchmark against Redis Streams (XADD / XREAD BLOCK), PAN / Redis in the same run"
 SECTION = "redis-bench"
@@ -45,7 +45,7 @@ class RedisServer:
         self.port = 0
 
     async def start(self) -> fanout.System:
-        from pan.web import free_port
+        from pan.http.web import free_port
 
         self.port = free_port()
         args = ["redis-server", "--bind", common.HOST, "--port", str(self.port), "--save", "", "--appendonly", "no",

@@ -25,7 +25,7 @@ and whether every run recorded the same bytes.
 ``--per-worker`` also replays the same data into a variant of the workflow
 with every worker on its own peer, so CPU per process = CPU per worker.  That
 is not the same work: workers of one peer pull from each other in-process
-(`pan/local.py`), one worker per process pulls everything over HTTP.
+(`pan/input/local.py`), one worker per process pulls everything over HTTP.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import common, floor_bench, pyspy, query_delay, wires
-from pan import eventloop
+from pan.util import eventloop
 
 if TYPE_CHECKING:
     import psutil
@@ -125,14 +125,14 @@ def one_worker_per_peer(source: Path, out: Path) -> Path:
 
 def workers_by_peer(workflow: Path) -> dict[str, list[str]]:
     """Peer -> names of the workers it hosts, in workflow order."""
-    from pan.workflow import load_workflow
+    from pan.workflow.parser import load_workflow
 
     return {peer: [w.name for w in specs] for peer, specs in load_workflow(workflow).peers().items()}
 
 
 def event_time_s(data: Path) -> float:
     """Event-time span of a split folder (first to last sensor row), in seconds."""
-    from pan_debs.simulator.sources import first_ts, last_ts, sensor_files
+    from simulator.sources import first_ts, last_ts, sensor_files
 
     files = sensor_files(data)
     first, last = first_ts(data, files), last_ts(data, files)
@@ -164,7 +164,7 @@ def sample(root: psutil.Process, seen: dict[int, tuple[tuple[str, str], float]],
     """
     import psutil
 
-    from pan.arrow_pages import WIRE_ENV
+    from pan.wire.arrow_pages import WIRE_ENV
 
     with contextlib.suppress(psutil.Error):
         tree = [root, *root.children(recursive=True)]
@@ -197,8 +197,8 @@ async def start_profiles(
 
 async def producers_registered(workflow_path: Path) -> float:
     """Wait until every producer of the workflow has registered (the replay feeds from then on); monotonic time."""
-    from pan.workflow import load_workflow
-    from pan_debs.simulator.replay import output_streams, wait_for_producers
+    from pan.workflow.parser import load_workflow
+    from simulator.replay import output_streams, wait_for_producers
 
     workflow = load_workflow(workflow_path)
     await wait_for_producers(workflow, output_streams(workflow))
@@ -340,7 +340,7 @@ def fixed_cost(workflow: Path, data: Path, work: Path, wire: str, reps: int) -> 
     """CPU of the replay without a row: every process starts, the recorder subscribes to every output, every
     input ends at once and the ends reach the recorder, everything stops. What a replay costs whatever its
     length; the rest of a measured run's CPU is the rows' (``per_row_cpu``)."""
-    from pan_debs.simulator.sources import first_ts, sensor_files
+    from simulator.sources import first_ts, sensor_files
 
     before_any = (first_ts(data, sensor_files(data)) or 0) - 1
     runs = []
@@ -599,7 +599,8 @@ def report(results: dict[str, Any]) -> str:
                   "stream (a batched answer is JSON), so their Arrow rows differ only by chance."]
     if "by_worker" in runs:
         lines.append("With one worker per process the totals differ from the workflow's own layout: workers of one "
-                     "peer pull from each other in-process (`pan/local.py`), whereas one worker per process pulls "
+                     "peer pull from each other in-process (`pan/input/local.py`), whereas one worker per process "
+                     "pulls "
                      "every input over HTTP, so that run does more work (and has more processes to share "
                      f"{results['machine']['cores']} cores).")
     for entry in runs.values():

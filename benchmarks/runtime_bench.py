@@ -13,7 +13,7 @@ What is measured (all over 127.0.0.1, ports picked by the OS):
 
   - *raw*: an aiohttp keep-alive loop over ``/data`` that parses every page
     with orjson;
-  - *subscriber*: ``pan.client.StreamSubscriber`` (repository lookup, position,
+  - *subscriber*: ``pan.input.subscriber.StreamSubscriber`` (repository lookup, position,
     duplicate/gap checks) iterated with ``batches()``.
 
   The CPU time both processes spent during each run is recorded as well, to
@@ -50,7 +50,7 @@ import orjson
 from benchmarks import common
 from benchmarks.common import percentile
 from benchmarks.runtime_worker import HOST, forwarder_spec
-from pan import eventloop
+from pan.util import eventloop
 
 if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module on start
     import aiohttp
@@ -191,7 +191,7 @@ async def fetch_raw(session: aiohttp.ClientSession, worker_port: int, stream: st
 
 
 async def fetch_subscriber(repository_port: int, stream: str, total: int) -> int:
-    from pan.client import StreamSubscriber
+    from pan.input.subscriber import StreamSubscriber
 
     received = 0
     async with StreamSubscriber(
@@ -288,7 +288,7 @@ async def raw_long_poll(
 
 
 async def subscriber_long_poll(repository_port: int, stream: str, after: int) -> AsyncIterator[list[dict[str, Any]]]:
-    from pan.client import StreamSubscriber
+    from pan.input.subscriber import StreamSubscriber
 
     async with StreamSubscriber(
         stream, (HOST, repository_port), start=after, page_size=PAGE, max_wait_ms=LONG_POLL_MS
@@ -397,9 +397,9 @@ async def bench_latency_in_process(samples: int, interval_s: float) -> dict[str,
     """Worker and client on this event loop; rows are appended to the output stream directly."""
     import aiohttp
 
-    from pan.repository import RepositoryServer
-    from pan.specs import RepositorySpec
-    from pan.worker import Worker
+    from pan.config.specs import RepositorySpec
+    from pan.repository.server import RepositoryServer
+    from pan.worker.worker import Worker
 
     repository = RepositoryServer(HOST, 0)
     await repository.start()
@@ -447,7 +447,7 @@ async def bench_memory(
     streams: int, per_stream: int, capacity: int, steps: int, column_buffers: bool = True
 ) -> dict[str, Any]:
     """RSS of an empty worker, then of one with ``streams`` outputs filled in ``steps`` rounds (``column_buffers``:
-    the forwarder's, pan/column_ring.py).
+    the forwarder's, pan/buffers/column_ring.py).
 
     Every round adds ``per_stream / steps`` tuples to every stream and samples
     the RSS.  If the next round would push the worker beyond half of the memory
@@ -457,7 +457,7 @@ async def bench_memory(
     import aiohttp
     import psutil
 
-    from pan.repository import RepositoryServer
+    from pan.repository.server import RepositoryServer
 
     names = [f"SENSOR{sid}" for sid in range(1, streams + 1)]
     results: dict[str, Any] = {"streams": streams, "tuples_per_stream": per_stream, "capacity": capacity,
@@ -519,7 +519,7 @@ async def bench_loopback_floor(samples: int, interval_s: float) -> dict[str, Any
         "    server = await asyncio.start_server(echo, '127.0.0.1', 0)\n"
         "    print(server.sockets[0].getsockname()[1], flush=True)\n"
         "    await asyncio.Event().wait()\n"
-        "from pan.eventloop import run\nrun(main())\n"
+        "from pan.util.eventloop import run\nrun(main())\n"
     )
     rtts: list[float] = []
     async with common.Child([sys.executable, "-c", code]) as echo:

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from pan import eventloop
+from pan.util import eventloop
 
 if TYPE_CHECKING:
-    from pan.specs import WorkerSpec
+    from pan.config.specs import WorkerSpec
 
 HOST = "127.0.0.1"
 
@@ -29,7 +29,7 @@ HOST = "127.0.0.1"
 def forwarder_spec(name: str, streams: list[str], buffer_size: int, column_buffers: bool = True) -> WorkerSpec:
     """A forwarder on free ports whose output streams are fed through its TCP ingest port (``column_buffers``:
     its sensor streams hold int64 rows, the default, or JSON tuples)."""
-    from pan.specs import WorkerSpec
+    from pan.config.specs import WorkerSpec
 
     return WorkerSpec(name=name, type="forwarder", host=HOST, port=0, peer="bench", buffer_size=buffer_size,
                       params={"ingest_port": 0, "inter_pan_inputs": list(streams), "decoder": "debs_csv",
@@ -39,12 +39,12 @@ def forwarder_spec(name: str, streams: list[str], buffer_size: int, column_buffe
 async def serve(config: dict[str, Any]) -> None:
     from pathlib import Path
 
-    from pan.auth import Credentials
-    from pan.repository import RepositoryServer
-    from pan.specs import RepositorySpec
-    from pan.tls import TlsFiles
-    from pan.trust import Trust
-    from pan.worker import Worker
+    from pan.config.specs import RepositorySpec
+    from pan.config.trust import Trust
+    from pan.repository.server import RepositoryServer
+    from pan.security.auth import Credentials
+    from pan.security.tls import TlsFiles
+    from pan.worker.worker import Worker
 
     tls = config.get("tls")
     trust = Trust(credentials=Credentials(config["secret"].encode()) if config.get("secret") else None,
@@ -81,7 +81,7 @@ async def serve(config: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    from pan.lifeline import die_with_launcher
+    from pan.launch.lifeline import die_with_launcher
 
     die_with_launcher()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)

@@ -12,7 +12,7 @@ process reads each whole backlog, the four in turn in every repetition so
 drifting load hits all alike. Reported: tuples/s (median, min-max) and the
 ratio to the open worker in the same run, with the load average. Beside it,
 the per-request cost of signing a registration and of checking a signature
-and a token (`pan/auth.py`), in microseconds, median of ``--reps`` timings.
+and a token (`pan/security/auth.py`), in microseconds, median of ``--reps`` timings.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def variant_config(variant: str, backlog: int, tls: dict[str, str]) -> dict[str,
 
 async def read_backlog(proc: WorkerProcess, variant: str, total: int, ca: Path) -> int:
     """Tuples read by a fresh subscriber, with what the variant needs, from the start of the backlog to its end."""
-    from pan.auth import Credentials
-    from pan.tls import client_context
+    from pan.security.auth import Credentials
+    from pan.security.tls import client_context
 
     return await wire_bench.read_backlog(
         proc.info["repository_port"], "json", PAGE, total,
@@ -70,8 +70,8 @@ async def read_backlog(proc: WorkerProcess, variant: str, total: int, ca: Path) 
 async def fill_worker(proc: WorkerProcess, variant: str, backlog: int, ca: Path) -> None:
     import aiohttp
 
-    from pan.auth import Credentials, bearer
-    from pan.tls import client_context
+    from pan.security.auth import Credentials, bearer
+    from pan.security.tls import client_context
 
     request: dict[str, Any] = {}
     if "token" in variant:
@@ -86,7 +86,7 @@ async def fill_worker(proc: WorkerProcess, variant: str, backlog: int, ca: Path)
 
 def signing_costs(reps: int, count: int = 2000) -> dict[str, float]:
     """Microseconds per call: sign a registration, check it (a fresh one each time), check a read token."""
-    from pan.auth import Credentials, Gate, bearer
+    from pan.security.auth import Credentials, Gate, bearer
 
     credentials = Credentials(SECRET.encode())
     body = b'{"s":["SENSOR4","SENSOR8"],"h":"198.18.0.2","p":51001,"rep":false,"lvl":0,"ttl":6000}'
@@ -157,7 +157,7 @@ def render_section(summary: dict[str, Any]) -> str:
 
 
 async def run_all(args: argparse.Namespace) -> dict[str, Any]:
-    from pan.tls import make_certificates
+    from pan.security.tls import make_certificates
 
     reps = args.reps or (3 if args.quick else 5)
     if reps < 1:
@@ -188,7 +188,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pan import eventloop
+    from pan.util import eventloop
 
     try:
         import cryptography  # noqa: F401

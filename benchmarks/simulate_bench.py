@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
-from pan import eventloop
-from pan_debs.simulator.debs import HALF1
+from pan.util import eventloop
+from simulator.debs import HALF1
 
 HELP = "unpaced `pan simulate` throughput into one forwarder process (or a byte sink), and the simulator's CPU"
 SECTION = "simulate-bench"
@@ -67,7 +67,7 @@ async def main():
     await asyncio.start_server(sink, "127.0.0.1", int(sys.argv[1]))
     await asyncio.start_server(http, "127.0.0.1", int(sys.argv[2]))
     await asyncio.Event().wait()
-from pan.eventloop import run
+from pan.util.eventloop import run
 run(main())
 """
 
@@ -137,7 +137,7 @@ async def replay_once(wf_path: Path, folder: Path, http_port: int, total: int, r
 
 
 async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    from pan.web import free_port
+    from pan.http.web import free_port
 
     folder = tmp / "split"
     folder.mkdir()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
-from pan.lifeline import shared_lifeline
+from pan.launch.lifeline import shared_lifeline
 
 HELP = "`pan generate` rows/s, and the Spark split against a plain Python line splitter (issue 3)"
 SECTION = "simulation-bench"

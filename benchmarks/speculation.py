@@ -34,7 +34,7 @@ from typing import Any
 from benchmarks import common
 from benchmarks.ordering_modes import prepare_data, spread
 from benchmarks.query_delay import load_avg
-from pan import eventloop
+from pan.util import eventloop
 
 HELP = "query delay, CPU, snapshot bytes and replays of buffering vs speculative (alpha 1/3, two autos) units"
 SECTION = "speculation-bench"
@@ -66,7 +66,7 @@ def with_ordering(workflow_path: Path, work: Path, ordering: dict[str, Any] | No
     Ordered workers are those whose params set a clock mode; ``params`` is added to theirs
     (e.g. ``min_k``). ``ordering`` None: buffering units (the key is removed).
     """
-    from pan.workflow import on_free_ports
+    from pan.workflow.parser import on_free_ports
 
     data = on_free_ports(json.loads(Path(workflow_path).read_text()))
     for worker in data["workers"]:
@@ -159,10 +159,10 @@ async def replay_once(workflow_path: Path, data: Path, work: Path, impair: Path,
     """One real-time replay: delays of ``DELAY_STREAMS`` (raw view), samples, CPU, and ``CHECKED`` recorded."""
     from benchmarks.observer import read_kept_arrivals
     from benchmarks.query_delay import delays
-    from pan.workflow import load_workflow
-    from pan_debs.simulator.impair import ImpairProfile
-    from pan_debs.simulator.replay import replay
-    from pan_debs.simulator.simulate import SimulateOptions, simulate
+    from pan.workflow.parser import load_workflow
+    from simulator.impair import ImpairProfile
+    from simulator.replay import replay
+    from simulator.simulate import SimulateOptions, simulate
 
     workflow = load_workflow(workflow_path)
     send_log = work / "send.csv"
@@ -240,8 +240,8 @@ def recorded(record: str | Path, checked: list[str]) -> dict[str, bytes]:
 
 def checked_streams(workflow_path: Path) -> list[str]:
     """The streams of ``CHECKED`` that the workflow makes (a smaller workflow has no heat maps, say)."""
-    from pan.workflow import load_workflow
-    from pan_debs.simulator.replay import output_streams
+    from pan.workflow.parser import load_workflow
+    from simulator.replay import output_streams
 
     made = set(output_streams(load_workflow(workflow_path)))
     return [name for name in CHECKED if name in made]
@@ -318,8 +318,8 @@ def replay_retrying(workflow: Path, run_dir: Path, ordering: dict[str, Any] | No
                     data: Path, impair: Path, hog_after_s: float | None = None, attempts: int = 3) -> dict[str, Any]:
     """``replay_once`` on fresh free ports, again if the workflow could not start (a port taken meanwhile by
     another program, or peers too slow to register on a loaded machine)."""
-    from pan.repository_client import PublishersMissing
-    from pan_debs.simulator.replay import WorkflowStopped
+    from pan.repository.client import PublishersMissing
+    from simulator.replay import WorkflowStopped
 
     for attempt in range(attempts):
         work = run_dir / f"attempt-{attempt}"
@@ -336,7 +336,7 @@ def replay_retrying(workflow: Path, run_dir: Path, ordering: dict[str, Any] | No
 
 def match_seconds(data: Path) -> float:
     """Event seconds from the first to the last row of a split folder."""
-    from pan_debs.simulator.sources import first_ts, sensor_files
+    from simulator.sources import first_ts, sensor_files
 
     files = sensor_files(data)
     first = first_ts(data, files)

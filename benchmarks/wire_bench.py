@@ -8,7 +8,7 @@ One forwarder worker in its own OS process (benchmarks/runtime_worker.py)
 holds a backlog of DEBS sensor tuples (13 integers each, as `pan bench
 runtime` uses); one ``StreamSubscriber`` in this process reads the whole
 backlog with ``wire="json"``, with ``wire="arrow"`` and as encoded tuples
-(``encoded=True``: line pages, pan/line_pages.py, each tuple left as bytes),
+(``encoded=True``: line pages, pan/wire/line_pages.py, each tuple left as bytes),
 in turn in each repetition so drifting load hits all alike. Reported per page
 size and format: tuples/s (median, min-max), the CPU of the worker and of the
 client per second of the run, and each format's ratio to JSON of the medians,
@@ -50,7 +50,7 @@ WIRES = ("json", "arrow", "lines", "columns")
 async def read_backlog(repository_port: int, wire: str, page: int, total: int, **options: Any) -> int:
     """Tuples read by a fresh subscriber from the start of the backlog to its end (``options``: more of
     ``StreamSubscriber``'s, e.g. a token and TLS)."""
-    from pan.client import StreamSubscriber
+    from pan.input.subscriber import StreamSubscriber
 
     received = 0
     async with StreamSubscriber(
@@ -69,8 +69,8 @@ async def read_backlog(repository_port: int, wire: str, page: int, total: int, *
 
 async def page_bytes(session: aiohttp.ClientSession, worker_port: int, page: int) -> dict[str, int]:
     """Bytes of the first page of the backlog in each format (a page is also capped at 1 MiB of JSON)."""
-    from pan import line_pages
-    from pan.fetcher import ACCEPT
+    from pan.input.fetcher import ACCEPT
+    from pan.wire import line_pages
 
     accept = {**ACCEPT, "lines": line_pages.ACCEPT, "columns": ACCEPT["arrow"]}
     sizes = {}
@@ -185,7 +185,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pan import arrow_pages, eventloop
+    from pan.util import eventloop
+    from pan.wire import arrow_pages
 
     if not arrow_pages.available():
         print("pan bench wire: needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)

@@ -1,6 +1,6 @@
 """The `/data` wire formats a benchmark compares in one run (issue 13): ``--wires``, and one run per format.
 
-Every PAN process reads ``PAN_WIRE`` itself (`pan/arrow_pages.py`), so a run uses one format
+Every PAN process reads ``PAN_WIRE`` itself (`pan/wire/arrow_pages.py`), so a run uses one format
 throughout when the variable is set before its processes start: children inherit it (the
 `pan run` launcher, every peer, the replay's recorder, an observing client). ``json`` turns
 Arrow off in servers too; ``auto`` (PAN's default) has only the readers that compute on columns
@@ -34,7 +34,7 @@ def parse(text: str) -> list[str]:
 
 def check_available(wires: Sequence[str]) -> str | None:
     """Why these formats cannot be measured here (Arrow without pyarrow), or None."""
-    from pan.arrow_pages import available
+    from pan.wire.arrow_pages import available
 
     needing = [wire for wire in wires if wire != "json"]
     if needing and not available():
@@ -44,7 +44,7 @@ def check_available(wires: Sequence[str]) -> str | None:
 
 def env(wire: str) -> dict[str, str]:
     """This process's environment with ``PAN_WIRE=wire``, for a child process."""
-    from pan.arrow_pages import WIRE_ENV
+    from pan.wire.arrow_pages import WIRE_ENV
 
     return {**os.environ, WIRE_ENV: wire}
 
@@ -52,7 +52,7 @@ def env(wire: str) -> dict[str, str]:
 @contextlib.contextmanager
 def chosen(wire: str) -> Iterator[None]:
     """``PAN_WIRE=wire`` in this process (and the children it starts) for the duration, then as before."""
-    from pan.arrow_pages import WIRE_ENV
+    from pan.wire.arrow_pages import WIRE_ENV
 
     before = os.environ.get(WIRE_ENV)
     os.environ[WIRE_ENV] = wire

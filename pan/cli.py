@@ -13,7 +13,8 @@ import logging
 import sys
 from importlib.metadata import EntryPoint, entry_points, version
 
-from pan import arrow_pages, eventloop
+from pan.util import eventloop
+from pan.wire import arrow_pages
 
 ENTRY_POINT_GROUP = "pan.commands"
 #: Commands that come with a distribution of their own, and how to get one that is missing.

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pan_debs.workers.debs import BALLS, PLAYER_SENSORS, PLAYERS, REFEREE_SENSORS
+from workers.debs import BALLS, PLAYER_SENSORS, PLAYERS, REFEREE_SENSORS
 
 OUT = Path(__file__).resolve().parents[1] / "workflows"
 HOST = "127.0.0.1"

@@ -19,14 +19,14 @@ import orjson
 import pytest
 from aiohttp import web
 
-from pan.lifeline import shared_lifeline
-from pan.local import LocalPublishers
-from pan.repository import RepositoryServer
-from pan.specs import Workflow
-from pan.trust import Trust
-from pan.web import free_port
-from pan.worker import Worker
-from pan.workflow import parse_workflow
+from pan.config.specs import Workflow
+from pan.config.trust import Trust
+from pan.http.web import free_port
+from pan.input.local import LocalPublishers
+from pan.launch.lifeline import shared_lifeline
+from pan.repository.server import RepositoryServer
+from pan.worker.worker import Worker
+from pan.workflow.parser import parse_workflow
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
@@ -248,7 +248,7 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The one local Spark session of the whole run (skips without Java): Spark jobs reuse it."""
-    from pan.spark import SparkUnavailable, get_session
+    from pan.offline.spark import SparkUnavailable, get_session
 
     try:
         session = get_session(app_name="pan-test-reference", config={"spark.sql.shuffle.partitions": "4"})

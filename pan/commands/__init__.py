@@ -1,1 +1,3 @@
-"""Subcommands of the `pan` CLI, one module per group."""
+"""Subcommands of the `pan` CLI, one module per group.
+May import: util, security, http, wire, repository, input, config, workflow, worker, launch, deploy, offline.
+"""

@@ -17,12 +17,12 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from pan.auth import AuthError
-from pan.repository import DEFAULT_PORT
-from pan.repository_client import NotTrusted, Publisher, RepositoryClient, RepositoryUnavailable, parse_addresses
-from pan.specs import WorkflowError
-from pan.tls import TlsError, client_context
-from pan.workflow import load_workflow
+from pan.config.specs import WorkflowError
+from pan.repository.client import NotTrusted, Publisher, RepositoryClient, RepositoryUnavailable, parse_addresses
+from pan.repository.server import DEFAULT_PORT
+from pan.security.auth import AuthError
+from pan.security.tls import TlsError, client_context
+from pan.workflow.parser import load_workflow
 
 TOKEN_ENV = "PAN_TOKEN"
 DEFAULT_REPOSITORY = f"127.0.0.1:{DEFAULT_PORT}"

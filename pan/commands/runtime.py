@@ -13,22 +13,30 @@ from typing import Any
 
 import orjson
 
-from pan import arrow_pages, eventloop, line_pages, prometheus_sd
-from pan.auth import AuthError, SecretSource
-from pan.client import StreamSubscriber, SubscriberError
 from pan.commands.connect import ConnectError, add_connection_arguments, connection, missing_stream, registered_streams
-from pan.fetcher import default_wire
-from pan.launcher import FAILED_FILE, RESTART_POLICIES, Launcher, is_local_host, is_loopback, repositories_to_start
-from pan.lifeline import die_with_launcher
-from pan.peer import run_peer
-from pan.preflight import ports_in_use
-from pan.repository import DEFAULT_PORT, RepositoryServer
-from pan.repository_client import parse_address
-from pan.specs import Workflow, WorkflowError
-from pan.tls import TlsError, client_context, make_certificates, server_context
-from pan.trust import Trust
-from pan.web import is_host
-from pan.workflow import load_workflow
+from pan.config.specs import Workflow, WorkflowError
+from pan.config.trust import Trust
+from pan.http.web import is_host
+from pan.input.fetcher import default_wire
+from pan.input.subscriber import StreamSubscriber, SubscriberError
+from pan.launch.launcher import (
+    FAILED_FILE,
+    RESTART_POLICIES,
+    Launcher,
+    is_local_host,
+    is_loopback,
+    repositories_to_start,
+)
+from pan.launch.lifeline import die_with_launcher
+from pan.repository.client import parse_address
+from pan.repository.server import DEFAULT_PORT, RepositoryServer
+from pan.security.auth import AuthError, SecretSource
+from pan.security.tls import TlsError, client_context, make_certificates, server_context
+from pan.util import eventloop
+from pan.wire import arrow_pages, line_pages
+from pan.worker.peer import run_peer
+from pan.workflow.parser import load_workflow, prometheus_sd
+from pan.workflow.preflight import ports_in_use
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

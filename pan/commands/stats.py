@@ -1,4 +1,4 @@
-"""`pan stats delays`: offline delay profiles for ordering units (Spark job in ``pan.stats``).
+"""`pan stats delays`: offline delay profiles for ordering units (Spark job in ``pan.offline.stats``).
 
 Spark is imported only when the job runs, so the rest of the CLI stays fast.
 """
@@ -29,8 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_delays(args: argparse.Namespace) -> int:
-    from pan.spark import SparkUnavailable, get_session
-    from pan.stats import StatsError, delay_profile, find_logs
+    from pan.offline.spark import SparkUnavailable, get_session
+    from pan.offline.stats import StatsError, delay_profile, find_logs
 
     try:
         find_logs(args.log_dir)  # fail before starting Spark

@@ -16,11 +16,11 @@ from typing import Any
 import aiohttp
 import orjson
 
-from pan import eventloop
-from pan.auth import bearer
 from pan.commands.connect import ConnectError, Connection, add_connection_arguments, connection, registered_streams
-from pan.repository_client import Publisher, http_url
-from pan.tls import scheme
+from pan.repository.client import Publisher, http_url
+from pan.security.auth import bearer
+from pan.security.tls import scheme
+from pan.util import eventloop
 
 WORKER_TIMEOUT_S = 5.0
 

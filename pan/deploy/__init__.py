@@ -1,4 +1,5 @@
 """`pan deploy` and `pan cluster`: a workflow's peers on many hosts over SSH, and hosts made of namespaces.
+May import: security, config, workflow.
 
 - ``netns``: shell helpers for network namespaces and link shaping (also used by ``pan bench network``);
 - ``cluster``: a test cluster on one machine (namespaces on a bridge, each with its own sshd);

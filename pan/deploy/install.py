@@ -149,7 +149,7 @@ def tls_files(inventory: Inventory, workflow_path: Path, raw: object, stage: Pat
     None without ``tls``."""
     if not isinstance(raw, dict):
         return None
-    from pan.tls import TlsFiles
+    from pan.security.tls import TlsFiles
 
     files = TlsFiles(Path(str(raw["ca"])), str(raw["cert"]), str(raw["key"])).resolved(workflow_path.resolve().parent)
     certs = {h.address: files.cert_for(h.address) for h in inventory.hosts.values() if h.peers or h.repository}
@@ -174,8 +174,8 @@ def _stage_copy(source: Path, target: Path, mode: int = 0o644) -> Path:
 
 
 def make_certs(inventory: Inventory, out: Path, days: int = 30) -> dict[str, str]:
-    """A private CA and a certificate per host address of the inventory (pan/tls.py): the workflow's ``tls``."""
-    from pan.tls import TlsError, make_certificates
+    """A private CA and a certificate per host address of the inventory (pan/security/tls.py): the ``tls``."""
+    from pan.security.tls import TlsError, make_certificates
 
     try:
         files = make_certificates(out, sorted({h.address for h in inventory.hosts.values()}), days=days)

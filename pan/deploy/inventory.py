@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pan.config.specs import WorkflowError
 from pan.deploy import cluster
-from pan.specs import WorkflowError
-from pan.workflow import load_workflow
+from pan.workflow.parser import load_workflow
 
 HOST_KEYS = {"address", "dir", "python", "java", "ssh"}
 SSH_KEYS = {"user", "port", "key", "known_hosts", "timeout_s"}
@@ -70,7 +70,7 @@ class Inventory:
     hosts: dict[str, HostSpec]
     files: list[Path]
     workflow_path: Path
-    workflow: dict[str, Any]  # the workflow's JSON, as written (validated by pan.workflow)
+    workflow: dict[str, Any]  # the workflow's JSON, as written (validated by pan.workflow.parser)
 
     def host_of(self, peer: str) -> HostSpec:
         for host in self.hosts.values():

@@ -28,7 +28,7 @@ from benchmarks import (
     replay_bench,
 )
 from pan.cli import build_parser
-from pan.lifeline import shared_lifeline
+from pan.launch.lifeline import shared_lifeline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -292,7 +292,7 @@ def test_replay_bench_names_processes_and_puts_every_worker_on_its_own_peer(tmp_
     split = replay_bench.workers_by_peer(replay_bench.one_worker_per_peer(source, tmp_path / "wf.json"))
     names = [w for workers in replay_bench.workers_by_peer(source).values() for w in workers]
     assert split == {name: [name] for name in names} and len(names) > 3
-    from pan.workflow import load_workflow
+    from pan.workflow.parser import load_workflow
 
     assert load_workflow(source).pulls == "batched"
     per_stream = load_workflow(common.with_pulls(source, tmp_path / "per_stream.json", "per_stream"))
@@ -381,17 +381,17 @@ def test_replay_and_distribution_refuse_bad_wires_and_reps(args: list[str]) -> N
 def test_pyspy_profile_folds_collapsed_stacks_by_function(tmp_path: Path) -> None:
     env = "/work/.venv/lib/python3.11/site-packages"
     (tmp_path / "a.txt").write_text(
-        f"run (pan/ordered.py:129);process (pan_debs/workers/hits.py:90) 3\n"
-        f"run (pan/ordered.py:129);process (pan_debs/workers/hits.py:95) 1\n"
+        f"run (pan/components/ordered.py:129);process (workers/hits.py:90) 3\n"
+        f"run (pan/components/ordered.py:129);process (workers/hits.py:95) 1\n"
         f"_run_once (asyncio/base_events.py:1922);select ({env}/selectors.py:468) 4\n"
         "garbage line\n"
     )
-    (tmp_path / "b.txt").write_text("run (pan/ordered.py:130) 2\n")
+    (tmp_path / "b.txt").write_text("run (pan/components/ordered.py:130) 2\n")
     profile = pyspy.Profile()
     for name in ("a.txt", "b.txt", "missing.txt"):
         profile.add_file(tmp_path / name)
     assert profile.samples == 10
-    assert profile.share(profile.self_time, 2) == [("process (pan_debs/workers/hits.py)", 0.4),
+    assert profile.share(profile.self_time, 2) == [("process (workers/hits.py)", 0.4),
                                                    ("select (selectors.py)", 0.4)]
     assert profile.share_of("run") == 0.6 and profile.share_of("process") == 0.4 and profile.share_of("nothing") == 0
 

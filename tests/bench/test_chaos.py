@@ -65,7 +65,7 @@ def test_schedule_leaves_out_kinds_without_targets() -> None:
 
 
 def test_chaos_workflow_adds_level_1_repeaters_of_leaf_streams_on_their_own_peers(tmp_path: Path) -> None:
-    from pan.workflow import load_workflow
+    from pan.workflow.parser import load_workflow
 
     workflow = load_workflow(parts.chaos_workflow(WORKFLOW, tmp_path / "chaos.json"))
     peers = workflow.peers()
@@ -132,7 +132,7 @@ def test_compare_counts_lost_duplicated_changed_and_unreported(tmp_path: Path) -
 @pytest.mark.timeout(900)
 def test_three_seeds_of_faults_no_hang_no_unreported_loss_no_duplicate(tmp_path: Path) -> None:
     """3 seeds x 4 faults (every kind once per seed) during a 30 s match fed in real time."""
-    from pan_debs.simulator.match import generate
+    from simulator.match import generate
 
     generate(tmp_path / "game", 0.5, seed=2013)
     data = plain_split(tmp_path / "game", tmp_path / "split")

@@ -74,7 +74,7 @@ async def service_sessions(run: cluster_bench.WorkflowRun, timeout_s: float) -> 
 async def test_the_one_machine_reference_gives_each_hosts_services_a_session_of_their_own(tmp_path: Path) -> None:
     """The kernel's autogroup scheduler shares CPU out per session: one `pan run` holding every peer got a
     quarter of the cluster's CPU share on a loaded machine, and the reference came out slower than the cluster."""
-    from pan.workflow import on_free_ports
+    from pan.workflow.parser import on_free_ports
 
     run = cluster_bench.WorkflowRun(None, cluster_bench.Condition("one machine", cluster=False), tmp_path)
     data = on_free_ports(workflow())

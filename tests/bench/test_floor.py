@@ -15,11 +15,11 @@ import pytest
 
 from benchmarks.floor_bench import run_chain
 from benchmarks.query_delay import plain_split
-from pan.chain import ComponentChain
-from pan.lifeline import shared_lifeline
-from pan.testing import OutputReader
-from pan.workflow import on_free_ports
-from pan_debs.simulator.debs import HALF1
+from pan.components.chain import ComponentChain
+from pan.components.testing import OutputReader
+from pan.launch.lifeline import shared_lifeline
+from pan.workflow.parser import on_free_ports
+from simulator.debs import HALF1
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(1800)]

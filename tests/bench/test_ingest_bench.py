@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.ingest_bench import READ_SIZES
-from pan.lifeline import shared_lifeline
+from pan.launch.lifeline import shared_lifeline
 from tests.bench.test_bench_cli import ROOT, bench
 
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from benchmarks.query_delay import plain_split
-from pan.lifeline import shared_lifeline
-from pan.workflow import on_free_ports
+from pan.launch.lifeline import shared_lifeline
+from pan.workflow.parser import on_free_ports
 from tests.conftest import ROOT
 
 pytestmark = [
@@ -31,7 +31,7 @@ pytestmark = [
 ]
 
 MINUTES = "0.5"
-QUIET_S = 15.0  # only for outputs without a watermark, which this workflow does not have (pan_debs/simulator/replay.py)
+QUIET_S = 15.0  # only for outputs without a watermark, which this workflow does not have (simulator/replay.py)
 MIN_SLOWDOWN = 3.0
 HOG = "while True:\n    pass\n"
 

@@ -7,7 +7,7 @@ from benchmarks import ordering_bench
 
 
 def test_both_forms_release_the_same_ids_in_the_same_order() -> None:
-    from pan.ordering import OrderingSettings, OrderingUnit
+    from pan.ordering.units import OrderingSettings, OrderingUnit
 
     streams, batches = ordering_bench.make_input(8_000, 4, 50, 0.05)
     released = {}

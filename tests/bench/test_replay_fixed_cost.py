@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.process, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_a_replay_without_rows_starts_subscribes_ends_and_stops(tmp_path: Path) -> None:
-    from pan_debs.simulator.match import generate
+    from simulator.match import generate
 
     generate(tmp_path / "game", 2 / 60, seed=2013)
     data = query_delay.plain_split(tmp_path / "game", tmp_path / "split")

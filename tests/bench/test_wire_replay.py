@@ -2,7 +2,7 @@
 (issue 13, acceptance).
 
 Each workflow is replayed twice, with `pan replay --wire json` and `--wire arrow`: every process of the
-run (the recorder, `pan run` and every peer) gets ``PAN_WIRE`` (pan/arrow_pages.py), so the two runs differ
+run (the recorder, `pan run` and every peer) gets ``PAN_WIRE`` (pan/wire/arrow_pages.py), so the two runs differ
 only in the wire format. The 3-peer workflow pulls across its peers over HTTP; with 14 peers every worker
 pulls every input over HTTP, so nearly every hop is a page in the chosen format.
 
@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.query_delay import plain_split
-from pan.arrow_pages import available
-from pan.lifeline import shared_lifeline
-from pan.workflow import on_free_ports
+from pan.launch.lifeline import shared_lifeline
+from pan.wire.arrow_pages import available
+from pan.workflow.parser import on_free_ports
 from tests.conftest import ROOT
 
 pytestmark = [
@@ -142,7 +142,7 @@ def test_outputs_are_byte_identical_over_arrow_and_over_json(workflow: str, matc
 def test_a_closed_replicated_workflow_records_the_same_bytes(match: Path, tmp_path: Path) -> None:
     """Issue 14: a secret (signed leases, read tokens), TLS everywhere, two repositories and an allow-list change
     nothing a replay records."""
-    from pan.tls import make_certificates
+    from pan.security.tls import make_certificates
 
     open_workflow = json.loads((ROOT / "workflows" / "full_game_3_peers.json").read_text())
     replay(open_workflow, match, tmp_path / "open")

@@ -7,20 +7,52 @@ import re
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from pan.catalog import ENTRY_POINT_GROUP, component_types
+from pan.components.catalog import ENTRY_POINT_GROUP, component_types
 from tests.conftest import ROOT
 
-#: The layers, bottom up; the scenario's two live in the one package ``pan_debs``.
-LAYERS = ("pan", "pan_debs.simulator", "pan_debs.workers", "benchmarks")
+#: The layers, bottom up: the generic core, the scenario's input and queries, the benchmarks.
+LAYERS = ("pan", "simulator", "workers", "benchmarks")
 #: Which layer may import which (``pan/cli.py`` loads command modules by name, not by import).
-ALLOWED = {"pan": {"pan"}, "pan_debs.simulator": {"pan", "pan_debs.simulator"},
-           "pan_debs.workers": {"pan", "pan_debs.simulator", "pan_debs.workers"}, "benchmarks": set(LAYERS)}
+ALLOWED = {"pan": {"pan"}, "simulator": {"pan", "simulator"}, "workers": {"pan", "simulator", "workers"},
+           "benchmarks": set(LAYERS)}
+
+#: The subpackages of ``pan/``, bottom up (docs/architecture.md), with the ones each may import. A subpackage
+#: imports only ones below it; the list says which, so that a new arrow, upward or not, is a decision.
+SUBPACKAGES: dict[str, set[str]] = {
+    "util": set(),
+    "security": set(),
+    "http": {"util", "security"},
+    "wire": {"http"},
+    "ordering": {"wire"},
+    "buffers": {"wire"},
+    "repository": {"util", "security", "http"},
+    "input": {"util", "security", "http", "wire", "buffers", "repository"},
+    "ingest": {"util", "wire", "ordering", "buffers"},
+    "config": {"security", "buffers"},
+    "components": {"util", "wire", "ordering", "buffers", "input", "ingest", "config"},
+    "workflow": {"security", "http", "buffers", "repository", "ingest", "config", "components"},
+    "worker": {"util", "security", "http", "wire", "buffers", "repository", "input", "config", "components"},
+    "launch": {"security", "config"},
+    "deploy": {"security", "config", "workflow"},
+    "live": {"util", "security", "http", "repository", "input"},
+    "offline": {"util"},
+    "commands": {"util", "security", "http", "wire", "repository", "input", "config", "workflow", "worker",
+                 "launch", "deploy", "offline"},
+}
+#: Modules at the top of ``pan/``: the CLI, and the paths promised to users, which re-export from the subpackages.
+TOP_LEVEL = {"pan", "pan.__main__", "pan.cli", "pan.catalog", "pan.client", "pan.component", "pan.ordered",
+             "pan.specs", "pan.streams", "pan.testing"}
 
 
 def layer(module: str) -> str:
-    """The layer a module belongs to: its package, or for ``pan_debs`` its subpackage."""
+    """The layer a module belongs to: its top-level package."""
+    return module.split(".")[0]
+
+
+def subpackage(module: str) -> str | None:
+    """The subpackage of ``pan/`` a module belongs to; None for a top-level module and outside ``pan/``."""
     parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "pan_debs" else parts[0]
+    return parts[1] if parts[0] == "pan" and len(parts) > 1 and parts[1] in SUBPACKAGES else None
 
 
 def module_name(path: Path) -> str:
@@ -29,14 +61,9 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path) -> set[str]:
-    """Every module imported anywhere in the file (inside functions too), except under TYPE_CHECKING."""
-    tree = ast.parse(path.read_text())
-    typing_only = {id(node) for guard in ast.walk(tree) if isinstance(guard, ast.If)
-                   and "TYPE_CHECKING" in ast.dump(guard.test) for node in ast.walk(guard)}
+    """Every module imported anywhere in the file: inside functions and under TYPE_CHECKING too."""
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -100,10 +127,10 @@ def test_imports_only_go_down_the_layers() -> None:
 
 def test_every_component_type_comes_through_the_entry_point_group() -> None:
     modules = {entry.value for entry in entry_points(group=ENTRY_POINT_GROUP)}
-    assert {"pan.builtin_components", "pan.ordered", "pan_debs.workers.components"} <= modules
+    assert {"pan.components.builtin", "pan.components.ordered", "workers.components"} <= modules
     types = component_types()
     assert {"forwarder", "repeater", "merge", "active_ball", "heatmap", "shots"} <= types.keys()
-    assert all(layer(cls.__module__) in ("pan", "pan_debs.workers", "tests") or cls.__module__ == "readme_example"
+    assert all(layer(cls.__module__) in ("pan", "workers", "tests") or cls.__module__ == "readme_example"
                for cls in types.values())
 
 
@@ -114,12 +141,80 @@ def test_the_cli_names_no_scenario_module() -> None:
     assert not {name.split(".")[0] for name in imports(ROOT / "pan" / "cli.py")} - {"pan", "argparse", "logging",
                                                                                     "sys", "importlib", "__future__"}
     commands = {entry.value for entry in entry_points(group="pan.commands")}
-    assert {"pan.commands.runtime", "pan_debs.workers.demo_cli", "pan_debs.simulator.simulate_cli",
+    assert {"pan.commands.runtime", "workers.demo_cli", "simulator.simulate_cli",
             "benchmarks.cli"} <= commands
 
 
+
+def forbidden_arrows(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Imports of ``pan/`` that break the table: into a subpackage not listed, or from a subpackage to the top."""
+    found = []
+    for name, deps in graph.items():
+        source = subpackage(name)
+        if source is None:
+            continue  # the top-level modules sit above every subpackage
+        for dep in deps:
+            if layer(dep) != "pan":
+                continue
+            target = subpackage(dep)
+            if target is None or (target != source and target not in SUBPACKAGES[source]):
+                found.append((name, dep))
+    return sorted(found)
+
+
+def test_pan_is_its_subpackages_and_a_few_top_level_modules() -> None:
+    modules = {module_name(path) for path in (ROOT / "pan").rglob("*.py")}
+    top = {name for name in modules if subpackage(name) is None}
+    assert top == TOP_LEVEL
+    assert len(top - {"pan"}) <= 12
+    folders = {path.parent.name for path in (ROOT / "pan").glob("*/__init__.py")}
+    assert folders == set(SUBPACKAGES)
+
+
+def test_subpackages_import_only_what_the_table_allows() -> None:
+    assert forbidden_arrows(import_graph()) == []
+
+
+def test_the_table_runs_bottom_up() -> None:
+    """Each subpackage may import only ones listed before it, so the table itself has no cycle."""
+    order = list(SUBPACKAGES)
+    assert [(name, dep) for name, deps in SUBPACKAGES.items() for dep in deps
+            if dep not in order or order.index(dep) >= order.index(name)] == []
+
+
+def test_a_forbidden_arrow_is_found() -> None:
+    graph = {"pan.util.console": {"pan.wire.progress", "orjson"}, "pan.wire.progress": {"pan.http.web"},
+             "pan.http.web": {"pan.specs"}, "pan.cli": {"pan.commands.runtime"}}
+    assert forbidden_arrows(graph) == [("pan.http.web", "pan.specs"), ("pan.util.console", "pan.wire.progress")]
+
+
+def test_every_subpackage_says_what_it_is_and_what_it_may_import() -> None:
+    """Its ``__init__`` docstring: what it is, then ``May import: ...`` naming the table's row (more may follow)."""
+    wrong = []
+    for name, allowed in SUBPACKAGES.items():
+        doc = ast.get_docstring(ast.parse((ROOT / "pan" / name / "__init__.py").read_text())) or ""
+        lines = [*doc.splitlines(), "", ""]
+        said = lines[1].removeprefix("May import: ").rstrip(".")
+        named = set() if said == "nothing of pan" else {word.strip() for word in said.split(",")}
+        if not lines[0] or not lines[1].startswith("May import: ") or lines[2] or named != allowed:
+            wrong.append(f"pan/{name}/__init__.py: {doc!r}")
+    assert wrong == []
+
+
+#: A module over this many lines says why in its docstring, with these words.
+MAX_LINES = 500
+LONG_REASON = "Longer than 500 lines because"
+
+
+def test_no_module_is_over_500_lines_unless_it_says_why() -> None:
+    folders = ("pan", "workers", "simulator", "benchmarks", "tests", "scripts")
+    long = [f"{path.relative_to(ROOT)}: {lines} lines" for folder in folders for path in (ROOT / folder).rglob("*.py")
+            if (lines := len(path.read_text().splitlines())) > MAX_LINES
+            and LONG_REASON not in (ast.get_docstring(ast.parse(path.read_text())) or "")]
+    assert long == []
+
 #: Words of the soccer scenario that the generic core must not contain, in code, names, comments or docstrings:
-#: what wears the sources and what the scenario names its streams and CSV fields (``pan_debs/simulator/debs_rows.py``).
+#: what wears the sources and what the scenario names its streams and CSV fields (``simulator/debs_rows.py``).
 #: Only words that cannot be ordinary English or generic code ("a", "v", "x" can).
 SCENARIO_WORDS = re.compile(
     r"(?<![A-Za-z0-9])(?:sensors?|players?|balls?|debs|sensor\d+|sid|vx|vy|vz|ax|ay|az|goal(?:keeper)?s?|referees?)"

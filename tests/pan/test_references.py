@@ -1,7 +1,7 @@
 """Nothing in the repository refers to a file that is not in the repository.
 
 Docs, docstrings, comments and workflow descriptions cite files by their path
-(`pan/ingest.py`, `docs/ordering.md`, `README.md`).  A cited file that was
+(`pan/ingest/server.py`, `docs/ordering.md`, `README.md`).  A cited file that was
 moved, renamed or never committed sends a reader nowhere, so every cited path
 must exist, relative to the repository root or to the citing file.
 """
@@ -47,8 +47,8 @@ def cited_paths(text: str) -> list[tuple[int, str]]:
 
 def test_the_pattern_finds_paths_and_documents() -> None:
     document = "NOWHERE" + ".md"  # spelled in two parts so that this file cites nothing missing
-    text = f"see `pan/ingest.py`, docs/ordering.md and {document};\nnot mypan/x.py nor pan/"
-    assert cited_paths(text) == [(1, "pan/ingest.py"), (1, "docs/ordering.md"), (1, document)]
+    text = f"see `pan/ingest/server.py`, docs/ordering.md and {document};\nnot mypan/x.py nor pan/"
+    assert cited_paths(text) == [(1, "pan/ingest/server.py"), (1, "docs/ordering.md"), (1, document)]
 
 
 def test_every_cited_file_exists() -> None:

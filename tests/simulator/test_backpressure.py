@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from pan.ingest import send_lines
-from pan.repository import RepositoryServer
-from pan.specs import WorkflowError
-from pan.streams import OutputStream
-from pan.workflow import parse_workflow
-from pan_debs.simulator.backpressure import FeedBrake, unread_per_buffer
-from pan_debs.simulator.clock import LocalTime
-from pan_debs.simulator.simulate import Pacer
+from pan.buffers.streams import OutputStream
+from pan.config.specs import WorkflowError
+from pan.ingest.server import send_lines
+from pan.repository.server import RepositoryServer
+from pan.workflow.parser import parse_workflow
+from simulator.backpressure import FeedBrake, unread_per_buffer
+from simulator.clock import LocalTime
+from simulator.simulate import Pacer
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, repeater, sensor_row, wait_until, workflow_dict
 
 STREAMS = ["SENSOR4"]

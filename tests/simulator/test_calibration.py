@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pan.cli import main
-from pan_debs.simulator.debs import BALLS_HALF2, ENTITIES, HALF1, HALF2, X_MAX, X_MIN
+from simulator.debs import BALLS_HALF2, ENTITIES, HALF1, HALF2, X_MAX, X_MIN
 from tests.simulator.test_generate import load_rows
 
 LEGS = sorted(sid for e in ENTITIES[:16] for sid, kind in e.sensors if kind.startswith("leg"))

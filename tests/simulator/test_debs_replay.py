@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
-from pan.lifeline import shared_lifeline
-from pan.workflow import on_free_ports
+from pan.launch.lifeline import shared_lifeline
+from pan.workflow.parser import on_free_ports
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # several full replays per test

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pan.cli import main
-from pan_debs.simulator.debs import (
+from simulator.debs import (
     BALLS_HALF1,
     ENTITIES,
     GOAL_X,
@@ -27,7 +27,7 @@ from pan_debs.simulator.debs import (
     Y_MAX,
     Y_MIN,
 )
-from pan_debs.simulator.match import make_sessions
+from simulator.match import make_sessions
 
 pytestmark = pytest.mark.process  # every test here starts OS processes
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pan_debs.simulator.impair import ImpairProfile, KindParams, Packet, ProfileError, SensorImpairment
-from pan_debs.simulator.simulate import SimulateOptions, simulate
-from pan_debs.simulator.sources import Timeline
+from simulator.impair import ImpairProfile, KindParams, Packet, ProfileError, SensorImpairment
+from simulator.simulate import SimulateOptions, simulate
+from simulator.sources import Timeline
 from tests.conftest import ROOT, sensor_row, wait_until
 from tests.simulator.test_simulate import PS, T0, Recorder, rate_rows, recorder, recorder_workflow, write_split
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from benchmarks.query_delay import plain_split
-from pan.lifeline import shared_lifeline
-from pan.workflow import on_free_ports
+from pan.launch.lifeline import shared_lifeline
+from pan.workflow.parser import on_free_ports
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from pan.ingest import send_lines
-from pan.web import free_port
-from pan_debs.simulator.receiver import DebugReceiver, spread_stats
+from pan.http.web import free_port
+from pan.ingest.server import send_lines
+from simulator.receiver import DebugReceiver, spread_stats
 from tests.conftest import ROOT, sensor_row, wait_until
 
 PS = 10**12

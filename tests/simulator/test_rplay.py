@@ -1,4 +1,4 @@
-"""The realistic match engine (pan_debs/simulator/rplay.py): one ball on the pitch at a time.
+"""The realistic match engine (simulator/rplay.py): one ball on the pitch at a time.
 
 Spare balls lie beyond the lines; the active-ball query relies on it (a ball
 lying still inside the pitch would be taken for the ball in play). A throw-in
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pan_debs.simulator import rball
-from pan_debs.simulator.debs import X_MAX, X_MIN, Y_MAX, Y_MIN
-from pan_debs.simulator.realistic import _play, make_sessions
+from simulator import rball
+from simulator.debs import X_MAX, X_MIN, Y_MAX, Y_MIN
+from simulator.realistic import _play, make_sessions
 
 MINUTES = 10
 

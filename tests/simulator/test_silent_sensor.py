@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
-from pan.ingest import IngestServer
-from pan.web import free_port
-from pan_debs.simulator.simulate import PROMISE_REPEAT_S, Link, SensorRunner, StreamStats
-from pan_debs.simulator.sources import RowSource
+from pan.http.web import free_port
+from pan.ingest.server import IngestServer
+from simulator.simulate import PROMISE_REPEAT_S, Link, SensorRunner, StreamStats
+from simulator.sources import RowSource
 from tests.conftest import HOST, wait_until
 
 T0 = 10**15

@@ -12,15 +12,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pan.lifeline import shared_lifeline
-from pan.repository import RepositoryServer
-from pan.specs import Workflow
-from pan.worker import Worker
-from pan_debs.simulator.clock import SkewedTime
-from pan_debs.simulator.debs import HALF1, HALF2
-from pan_debs.simulator.replay import SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S
-from pan_debs.simulator.simulate import GIVE_UP_S, UNPACED_SLICE_PS, EventTimeGate, SimulateOptions, simulate
-from pan_debs.simulator.sources import halftime_break, rows_around
+from pan.config.specs import Workflow
+from pan.launch.lifeline import shared_lifeline
+from pan.repository.server import RepositoryServer
+from pan.worker.worker import Worker
+from simulator.clock import SkewedTime
+from simulator.debs import HALF1, HALF2
+from simulator.replay import SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S
+from simulator.simulate import GIVE_UP_S, UNPACED_SLICE_PS, EventTimeGate, SimulateOptions, simulate
+from simulator.sources import halftime_break, rows_around
 from tests.conftest import ROOT, WorkerGroup, forwarder, free_port, make_workflow, sensor_row, wait_until
 
 PS = 10**12
@@ -398,7 +398,7 @@ async def test_all_sensors_60_s_at_speedup_10_arrive_once_in_order(processes, tm
         return True
 
     await wait_until(up, timeout_s=30)
-    from pan.workflow import load_workflow
+    from pan.workflow.parser import load_workflow
 
     summary = await simulate(SimulateOptions(load_workflow(path), data, speedup=10.0, check_period_ms=10))
     total = sum(len(v) for v in rows.values())
@@ -423,7 +423,7 @@ def test_replay_cli_on_free_ports_records_every_row(tmp_path: Path) -> None:
 
     split = tmp_path / "split"
     split.mkdir()
-    rows = ROOT.joinpath("pan_debs", "workers", "data", "demo_rows.csv").read_text().splitlines()
+    rows = ROOT.joinpath("workers", "data", "demo_rows.csv").read_text().splitlines()
     by_sensor: dict[str, list[str]] = {}
     for row in rows:
         by_sensor.setdefault(row.split(",", 1)[0], []).append(row)
@@ -494,7 +494,7 @@ async def test_without_a_break_to_skip_the_gate_moves_one_slice_a_round() -> Non
 def test_row_source_takes_every_row_up_to_the_limit_in_file_order() -> None:
     """``RowSource.take`` hands out exactly the rows with ts <= limit, at most ``max_rows`` at a time, across
     block boundaries and runs of equal ts, in file order: nothing skipped, nothing twice."""
-    from pan_debs.simulator.sources import RowSource
+    from simulator.sources import RowSource
 
     rnd = random.Random(7)
     ts, t = [], 0
@@ -530,7 +530,7 @@ def test_row_source_hands_out_blocks_of_the_files_bytes_and_parses_only_what_a_b
     A malformed row that a bisection looks at makes the block parsed whole: that row is counted and dropped. One
     no bisection looks at goes out as it is (the receiver's ingest counts it), as a sensor's would.
     """
-    from pan_debs.simulator.sources import RowSource
+    from simulator.sources import RowSource
 
     rnd = random.Random(11)
     ts, t = [], 0

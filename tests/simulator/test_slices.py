@@ -1,4 +1,4 @@
-"""The generators' worker pool (`pan_debs/simulator/slices.py`): its workers never outlive the block.
+"""The generators' worker pool (`simulator/slices.py`): its workers never outlive the block.
 
 A forked worker inherits its parent's Python signal handlers. `pan bench` turns SIGTERM into a clean stop of
 its own, and once a pool worker with that handler did not die of ``Pool.terminate``'s SIGTERM: a benchmark
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pan_debs.simulator.slices import fork_pool
+from simulator.slices import fork_pool
 
 pytestmark = pytest.mark.process  # forks worker processes
 

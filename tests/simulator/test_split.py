@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pan.cli import main
-from pan.spark import SparkUnavailable, get_session, java_major_version
+from pan.offline.spark import SparkUnavailable, get_session, java_major_version
 
 pytestmark = pytest.mark.process  # every test here starts OS processes
 

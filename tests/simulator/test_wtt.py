@@ -9,8 +9,8 @@ import time
 import orjson
 import pytest
 
-from pan_debs.simulator.clock import LocalTime, SkewedTime
-from pan_debs.simulator.wtt import WTTMaster, WTTSlaveTime, parse_address
+from simulator.clock import LocalTime, SkewedTime
+from simulator.wtt import WTTMaster, WTTSlaveTime, parse_address
 from tests.conftest import wait_until
 
 HOST = "127.0.0.1"

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from pan.web import free_port
-from pan_debs.simulator.debs import HALF1
-from pan_debs.simulator.receiver import DebugReceiver
+from pan.http.web import free_port
+from simulator.debs import HALF1
+from simulator.receiver import DebugReceiver
 from tests.conftest import Processes, forwarder, sensor_row, wait_until, workflow_dict
 
 PS = 10**12

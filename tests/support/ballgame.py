@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pan.testing import OutputReader, build_component, in_input_order
-from pan_debs.workers import debs
+from pan.components.testing import OutputReader, build_component, in_input_order
+from workers import debs
 
 KEYS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
 CHUNK_PS = 5 * debs.PS_PER_S

@@ -8,8 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from pan.lifeline import shared_lifeline
-from pan.workflow import on_free_ports
+from pan.launch.lifeline import shared_lifeline
+from pan.workflow.parser import on_free_ports
 from tests.conftest import ROOT
 
 

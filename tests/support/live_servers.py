@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 
 import orjson
 
-from pan.repository import RepositoryServer
-from pan.specs import Workflow
-from pan.web import free_port
-from pan.worker import Worker
-from pan.workflow import parse_workflow
+from pan.config.specs import Workflow
+from pan.http.web import free_port
+from pan.repository.server import RepositoryServer
+from pan.worker.worker import Worker
+from pan.workflow.parser import parse_workflow
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0

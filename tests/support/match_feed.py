@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pan.component import Component
-from pan.testing import build_component, output_tuples
-from pan_debs.workers.debs import PS_PER_S, SENSOR_OWNER, sensor_stream
+from pan.components.base import Component
+from pan.components.testing import build_component, output_tuples
+from workers.debs import PS_PER_S, SENSOR_OWNER, sensor_stream
 
 FIELDS = ("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az")
 #: Ordering settings for offline feeding in chunks: K stays at 1 s, so nothing is late.

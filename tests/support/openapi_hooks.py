@@ -1,4 +1,4 @@
-"""schemathesis hooks for the slow OpenAPI run (loaded through SCHEMATHESIS_HOOKS by tests/pan/test_openapi.py).
+"""schemathesis hooks for the slow OpenAPI run (loaded through SCHEMATHESIS_HOOKS by tests/pan/http/test_openapi.py).
 
 A valid `/data` or `POST /pages` long poll may last 60 s (``w`` up to 60,000 ms on a quiet
 stream): a correct answer, but thousands of them would not fit any test run.

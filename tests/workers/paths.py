@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pan.component import Component
-from pan.testing import build_component
+from pan.components.base import Component
+from pan.components.testing import build_component
 
 
 class Twins:

@@ -1,4 +1,4 @@
-"""active_ball: which ball is in play (rules in pan_debs/workers/ball.py)."""
+"""active_ball: which ball is in play (rules in workers/ball.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from pan.specs import WorkflowError
-from pan.testing import build_component, output_tuples
-from pan_debs.workers import debs
+from pan.components.testing import build_component, output_tuples
+from pan.config.specs import WorkflowError
 from tests.support import ballgame
+from workers import debs
 
 KO = debs.FIRST_HALF[0]
 MS = debs.PS_PER_MS

@@ -7,12 +7,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pan.specs import WorkflowError
-from pan.testing import build_component, in_input_order, output_tuples
-from pan_debs.workers import debs
+from pan.components.testing import build_component, in_input_order, output_tuples
+from pan.config.specs import WorkflowError
 from tests.support.ballgame import as_events, iter_rows
 from tests.support.match_feed import OFFLINE, load_match
 from tests.workers.paths import Twins
+from workers import debs
 
 S1, E1 = debs.FIRST_HALF
 S2, _E2 = debs.SECOND_HALF

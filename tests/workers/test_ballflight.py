@@ -1,4 +1,4 @@
-"""pan_debs/workers/ballflight.py against closed-form physics: the limits where drag does not matter, and what
+"""workers/ballflight.py against closed-form physics: the limits where drag does not matter, and what
 drag, bounces and grass must do to a ball (only ever slow it)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from pan_debs.workers import ballflight
-from pan_debs.workers.ballflight import GRAVITY, goal_line_crossing, straight_line_crossing
+from workers import ballflight
+from workers.ballflight import GRAVITY, goal_line_crossing, straight_line_crossing
 
 R = ballflight.BALL_RADIUS
 

@@ -1,7 +1,7 @@
 """Column inputs: a component fed the row ids of Arrow pages writes what the per-event path writes from dicts.
 
 The twin with column inputs gets every page as a worker's pull would: the page
-encoded and decoded as Arrow (`pan/arrow_pages.py`), its rows put in the
+encoded and decoded as Arrow (`pan/wire/arrow_pages.py`), its rows put in the
 component's row store, row ids fed through the ordering unit. The other twin
 gets the same tuples as dicts, event by event. Pages come per stream in
 rounds, with one stream held back for a while (its events come late) and one
@@ -17,17 +17,17 @@ import numpy as np
 import orjson
 import pytest
 
-from pan import arrow_pages
-from pan.ingest import END_OF_STREAM, send_lines
-from pan.local import LocalPublishers
-from pan.repository import RepositoryServer
-from pan.testing import build_component, output_tuples
-from pan.worker import Worker
-from pan_debs.workers import debs
-from pan_debs.workers.debs import PS_PER_S
+from pan.components.testing import build_component, output_tuples
+from pan.ingest.server import END_OF_STREAM, send_lines
+from pan.input.local import LocalPublishers
+from pan.repository.server import RepositoryServer
+from pan.wire import arrow_pages
+from pan.worker.worker import Worker
 from tests.conftest import HOST, WorkerGroup, forwarder, free_port, make_workflow, wait_until
 from tests.support.match_feed import OFFLINE, as_events, load_match
 from tests.workers.paths import Twins
+from workers import debs
+from workers.debs import PS_PER_S
 
 pytestmark = [
     pytest.mark.process,  # the rows come from a generated match
@@ -225,7 +225,7 @@ async def published(worker: Worker, stream: str) -> list[bytes]:
 
 @pytest.fixture(params=["http", "local"])
 async def peer(request: pytest.FixtureRequest) -> AsyncIterator[WorkerGroup]:
-    """Workers pulling each other over HTTP, or in one process (one peer, ``pan/local.py``)."""
+    """Workers pulling each other over HTTP, or in one process (one peer, ``pan/input/local.py``)."""
     group = WorkerGroup(LocalPublishers() if request.param == "local" else None)
     yield group
     await group.stop_all()

@@ -33,9 +33,9 @@ import pytest
 
 from benchmarks.chromium import one_chromium
 from benchmarks.query_delay import plain_split
-from pan.repository_client import RepositoryClient
-from pan.web import free_port
-from pan.workflow import on_free_ports
+from pan.http.web import free_port
+from pan.repository.client import RepositoryClient
+from pan.workflow.parser import on_free_ports
 from tests.conftest import ROOT, Processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -17,11 +17,11 @@ import orjson
 import pytest
 
 from benchmarks import chromium
-from pan.auth import Credentials
-from pan.ingest import send_lines
-from pan.repository_client import RepositoryClient
-from pan.tls import make_certificates
-from pan.web import free_port
+from pan.http.web import free_port
+from pan.ingest.server import send_lines
+from pan.repository.client import RepositoryClient
+from pan.security.auth import Credentials
+from pan.security.tls import make_certificates
 from tests.conftest import HOST, Processes, forwarder, sensor_row, workflow_dict
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pan_debs.workers.demo_cli import queries_line
+from workers.demo_cli import queries_line
 
 
 def record(folder: Path, streams: dict[str, list[dict]]) -> Path:

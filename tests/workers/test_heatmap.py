@@ -9,10 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pan.specs import WorkflowError
-from pan.testing import build_component, output_tuples
-from pan_debs.workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF, X_MAX, X_MIN, Y_MAX, Y_MIN
-from pan_debs.workers.heatmap import GRIDS, fine_cell
+from pan.components.testing import build_component, output_tuples
+from pan.config.specs import WorkflowError
 from tests.support.match_feed import (
     OFFLINE,
     all_outputs,
@@ -22,6 +20,8 @@ from tests.support.match_feed import (
     merged,
     player_stream_of,
 )
+from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF, X_MAX, X_MIN, Y_MAX, Y_MIN
+from workers.heatmap import GRIDS, fine_cell
 
 S1, E1 = FIRST_HALF
 S2, E2 = SECOND_HALF
@@ -53,7 +53,7 @@ def true_cell(x: float, y: float, nx: int, ny: int) -> int:
 
 def test_joint_cells_give_each_grids_own_cell() -> None:
     """The component keeps one joint cell per sample; it must name the cell each grid's own bounds give."""
-    from pan_debs.workers.heatmap import _TABLES, grid_cell, joint_cell
+    from workers.heatmap import _TABLES, grid_cell, joint_cell
 
     rnd = random.Random(4)
     points = [(rnd.uniform(-2000, 55000), rnd.uniform(-36000, 36000)) for _ in range(20_000)]
@@ -247,7 +247,7 @@ def test_cells_are_encoded_exactly_as_orjson_writes_the_full_list(size: int) -> 
 
     import orjson
 
-    from pan_debs.workers.heatmap import encode_cells
+    from workers.heatmap import encode_cells
 
     rng = random.Random(size)
     for touched in (0, 1, size // 7, size):

@@ -8,14 +8,14 @@ from typing import Any
 import orjson
 import pytest
 
-from pan.specs import WorkflowError
-from pan.testing import build_component
-from pan_debs.workers.debs import FIRST_HALF, PS_PER_MS, PS_PER_S, SECOND_HALF
-from pan_debs.workers.gametime import GAME_PS
-from pan_debs.workers.gridcounts import GridWindows
-from pan_debs.workers.heatmap import _TABLES, GRIDS, side_by_side_table
+from pan.components.testing import build_component
+from pan.config.specs import WorkflowError
 from tests.support.match_feed import OFFLINE, load_match, merged, player_stream_of
 from tests.workers.paths import Twins
+from workers.debs import FIRST_HALF, PS_PER_MS, PS_PER_S, SECOND_HALF
+from workers.gametime import GAME_PS
+from workers.gridcounts import GridWindows
+from workers.heatmap import _TABLES, GRIDS, side_by_side_table
 
 S1, E1 = FIRST_HALF
 S2, _E2 = SECOND_HALF

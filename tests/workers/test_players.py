@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from pan.progress import StreamProgress
-from pan.specs import WorkflowError
-from pan.testing import build_component, output_tuples
-from pan_debs.workers.debs import PS_PER_MS, PS_PER_S
-from pan_debs.workers.players import SLOT_PS
+from pan.components.testing import build_component, output_tuples
+from pan.config.specs import WorkflowError
+from pan.wire.progress import StreamProgress
 from tests.conftest import wait_until
 from tests.support.match_feed import OFFLINE, all_outputs, feed_jittered, load_match, sensor_stream_of
+from workers.debs import PS_PER_MS, PS_PER_S
+from workers.players import SLOT_PS
 
 T0 = 10_000 * PS_PER_S  # a multiple of 20 ms
 

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pan.specs import WorkflowError
-from pan.testing import build_component
-from pan_debs.workers.debs import FIRST_HALF, PS_PER_S, SECOND_HALF
+from pan.components.testing import build_component
+from pan.config.specs import WorkflowError
 from tests.support.match_feed import OFFLINE, as_events, load_match, player_rows, sensor_stream_of
 from tests.workers.paths import Twins
+from workers.debs import FIRST_HALF, PS_PER_S, SECOND_HALF
 
 S1, E1 = FIRST_HALF
 S2, _E2 = SECOND_HALF
@@ -99,8 +99,8 @@ def test_generated_match_tuple_for_tuple(rows: np.ndarray) -> None:
 
 def test_a_sensor_silent_exactly_a_second_still_counts(rows: np.ndarray) -> None:
     """A sensor whose latest row is exactly 1 s older than a boundary counts there, and not at the next."""
-    from pan_debs.workers.debs import PLAYER_SENSORS
-    from pan_debs.workers.players import SLOT_PS
+    from workers.debs import PLAYER_SENSORS
+    from workers.players import SLOT_PS
 
     first, second = PLAYER_SENSORS["A1"][:2]
     events = [e for e in first_seconds(rows, 3) if e["sid"] in (first, second)]

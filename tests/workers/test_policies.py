@@ -1,4 +1,4 @@
-"""Detection policies (docs/policies.md): the generic plumbing in pan/ordered.py.
+"""Detection policies (docs/policies.md): the generic plumbing in pan/components/ordered.py.
 
 The ``policy`` key is validated for every ordered component, and a component
 hears of lost input through ``input_lost``: runs of missing indices in an input
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pan.specs import WorkflowError
-from pan.testing import build_component
-from pan.workflow import parse_workflow
+from pan.components.testing import build_component
+from pan.config.specs import WorkflowError
+from pan.workflow.parser import parse_workflow
 
 
 def merge_workflow(params: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +105,7 @@ def player_row(sid: int, ts: int, x: int, y: int) -> dict[str, int]:
 def kick_feed(drop_b3_rows: int) -> list[dict[str, int]]:
     """A2 (sid 47) 0.9 m from a kick, B3 (sid 65) 1.1 m away (out of range): with B3's last ``drop_b3_rows``
     rows lost, B3's sensor could have come nearer than A2's in the meantime (at up to 12 m/s)."""
-    from pan_debs.workers.debs import FIRST_HALF
+    from workers.debs import FIRST_HALF
 
     t0 = FIRST_HALF[0] + 1000 * MS
     rows = [player_row(47, t0 - k * 5 * MS, 26900, 0) for k in range(10, 0, -1)]
@@ -117,7 +117,7 @@ def kick_feed(drop_b3_rows: int) -> list[dict[str, int]]:
 
 @pytest.mark.parametrize("policy", ["best_effort", "nfp"])
 def test_a_hit_that_lost_rows_could_change_is_withheld_under_nfp(policy: str) -> None:
-    from pan.testing import output_tuples
+    from pan.components.testing import output_tuples
 
     out = {}
     for dropped in (0, 3):
@@ -132,7 +132,7 @@ def test_a_hit_that_lost_rows_could_change_is_withheld_under_nfp(policy: str) ->
 
 
 def test_a_possession_across_a_ball_data_gap_is_uncertain_under_nfp() -> None:
-    from pan_debs.workers.debs import FIRST_HALF
+    from workers.debs import FIRST_HALF
 
     t0 = FIRST_HALF[0] + 1000 * MS
     hit = {"ts": t0, "player": "A2", "sid": 4, "x": 26000, "y": 0, "z": 100, "a": 90_000_000}

@@ -1,4 +1,4 @@
-"""player_possession and team_possession (rules in pan_debs/workers/possession.py)."""
+"""player_possession and team_possession (rules in workers/possession.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pan.testing import build_component, in_input_order, output_tuples
-from pan_debs.workers import debs
+from pan.components.testing import build_component, in_input_order, output_tuples
 from tests.support import ballgame
+from workers import debs
 
 KO = debs.FIRST_HALF[0]
 T0 = -(-KO // (20 * debs.PS_PER_MS)) * 20 * debs.PS_PER_MS  # first 20 ms bucket boundary in the game

@@ -3,7 +3,7 @@
 The match comes from the default (realistic) ``pan generate``; its truth is
 the generator's physics. The ball pipeline and Q1 are run offline in process
 (ts-ordered input, as an ordering unit with nothing late delivers it), and
-``pan_debs.simulator.score`` compares the outputs with the truth. Ambiguous kicks
+``simulator.score`` compares the outputs with the truth. Ambiguous kicks
 (another player within reach) and kicks the data cannot show are excluded and
 reported apart; for per-player possession, so is the play time they decide
 (from such a kick to the next kick).
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pan.cli import main
-from pan_debs.simulator.score import score
+from simulator.score import score
 from tests.support import ballgame
 from tests.support.match_feed import run_q1
 
@@ -77,7 +77,7 @@ def test_team_possession(scored: dict) -> None:
 
 @pytest.mark.slow
 def test_player_possession(scored: dict) -> None:
-    """Within 3% over the play time that ambiguous and unobservable kicks do not decide (pan_debs.simulator.score)."""
+    """Within 3% over the play time that ambiguous and unobservable kicks do not decide (simulator.score)."""
     players = scored["possession"]["players"]
     assert sum(v["truth_s"] for v in players.values()) >= 200, "most of the possession is scored"
     bad = {p: v for p, v in players.items() if v["rel_error"] is None or v["rel_error"] > 0.03}

@@ -2,7 +2,7 @@
 
 The comparison runs the streaming player_average, running and heatmap, and the
 Q2 chain active_ball -> ball_hits -> player/team possession, offline
-(pan/testing.py) on a generated match and checks every recorded tuple against
+(pan/components/testing.py) on a generated match and checks every recorded tuple against
 the batch output: ints exactly, floats within 1e-9 relative. Q2's hand-made
 cases are in tests/workers/test_reference_q2.py.
 """
@@ -18,8 +18,8 @@ import orjson
 import pytest
 
 from pan.cli import main
-from pan.testing import output_tuples
-from pan_debs.workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
+from pan.components.testing import output_tuples
+from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
 
 S1, E1 = FIRST_HALF
 S2 = SECOND_HALF[0]
@@ -82,7 +82,7 @@ def wandering_rows(sid: int, seed: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def hand_made(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pan_debs.workers.reference import run_reference
+    from workers.reference import run_reference
 
     data = tmp_path_factory.mktemp("hand-split")
     files = {
@@ -169,7 +169,7 @@ def test_standing_in_one_cell_gives_exact_heat_maps(hand_made: Path) -> None:
 
 def test_half_time_and_gaps_equal_the_streaming_components(hand_made: Path) -> None:
     """A5's random walk across the break: game clock, clipping, gaps, windows reaching back over half time."""
-    from pan.testing import build_component
+    from pan.components.testing import build_component
     from tests.support.match_feed import OFFLINE, feed_in_chunks, player_stream_of, sensor_stream_of
 
     events = [dict(zip(("sid", "ts", "x", "y", "z", "v", "a", "vx", "vy", "vz", "ax", "ay", "az"),
@@ -211,7 +211,7 @@ def streaming_outputs(full_game: Path, heatmap: dict[str, Any] | None = None) ->
 
     ``heatmap``: extra heatmap parameters (a subset of its windows and grids).
     """
-    from pan.testing import build_component
+    from pan.components.testing import build_component
     from tests.support.match_feed import (
         OFFLINE,
         as_events,
@@ -248,8 +248,8 @@ def sensor_array(split: Path, sids: list[int]) -> np.ndarray:
 
 def interruptions_fed(split: Path, heartbeats: bool = True) -> list[dict[str, Any]]:
     """The INTERRUPTIONS stream exactly as `pan simulate` feeds it (begin/end, heartbeats every 100 ms)."""
-    from pan_debs.simulator.simulate import HEARTBEAT_PS
-    from pan_debs.simulator.sources import first_ts, interruption_lines, last_ts, sensor_files
+    from simulator.simulate import HEARTBEAT_PS
+    from simulator.sources import first_ts, interruption_lines, last_ts, sensor_files
 
     files = sensor_files(split)
     beat = (first_ts(split, files), last_ts(split, files), HEARTBEAT_PS) if heartbeats else None
@@ -263,9 +263,9 @@ def q2_streaming_outputs(split: Path, heartbeats: bool = True) -> dict[str, list
     Each component gets its inputs merged in (ts, input position) order, chunk by
     chunk, as its ordering unit delivers them when nothing is late.
     """
-    from pan.testing import OutputReader, build_component, in_input_order
-    from pan_debs.workers.debs import BALLS, PLAYER_SENSORS
+    from pan.components.testing import OutputReader, build_component, in_input_order
     from tests.support.ballgame import as_events
+    from workers.debs import BALLS, PLAYER_SENSORS
 
     active = build_component("active_ball", buffer_size=2_000_000)
     hits = build_component("ball_hits", buffer_size=100_000)
@@ -322,9 +322,9 @@ def compare(streaming: dict[str, list[dict[str, Any]]], reference: Path, only_th
 @pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
-    from pan_debs.simulator.split import split
-    from pan_debs.workers.reference import run_reference
-    from pan_debs.workers.reference_q2 import q2_streams
+    from simulator.split import split
+    from workers.reference import run_reference
+    from workers.reference_q2 import q2_streams
 
     assert main(["generate", "--exact", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
     split(tmp_path / "gen" / "full-game", tmp_path / "split")
@@ -352,10 +352,10 @@ def test_close_is_strict_about_types_and_tolerance() -> None:
 def test_reference_equals_streaming_on_a_realistic_match(spark: Any, tmp_path: Path) -> None:
     """The same equality on the realistic generator's data: both halves, clock jitter, dropouts, noise,
     duels, spare balls and the ball-data gap. One heat-map window and grid keep the output small."""
-    from pan_debs.simulator.split import split
-    from pan_debs.workers.reference import run_reference
-    from pan_debs.workers.reference_q2 import q2_streams
+    from simulator.split import split
     from tests.workers.test_reference_q4 import streaming_shots
+    from workers.reference import run_reference
+    from workers.reference_q2 import q2_streams
 
     assert main(["generate", "--minutes", "1", "--seed", "5", "--out", str(tmp_path / "gen")]) == 0
     split(tmp_path / "gen" / "full-game", tmp_path / "split")

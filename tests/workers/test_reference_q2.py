@@ -1,4 +1,4 @@
-"""Spark batch reference for Q2 (pan_debs/workers/reference_q2.py): hand-made exact cases, and equality with the
+"""Spark batch reference for Q2 (workers/reference_q2.py): hand-made exact cases, and equality with the
 streaming active_ball -> ball_hits -> player/team possession chain (run offline, see tests/workers/test_reference.py).
 
 The hand-made folder has three balls and four players around both halves:
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from pan_debs.workers.debs import FIRST_HALF, PS_PER_MS, PS_PER_S, SECOND_HALF
 from tests.workers.test_reference import compare, q2_streaming_outputs, read_stream
+from workers.debs import FIRST_HALF, PS_PER_MS, PS_PER_S, SECOND_HALF
 
 KO, E1 = FIRST_HALF
 S2 = SECOND_HALF[0]
@@ -76,7 +76,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def reference(spark: Any, folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pan_debs.workers.reference import run_q2
+    from workers.reference import run_q2
 
     out = tmp_path_factory.mktemp("q2-ref")
     summary = run_q2(spark, folder, out)
@@ -152,7 +152,7 @@ def test_hand_made_folder_equals_the_streaming_components(folder: Path, referenc
 def test_without_heartbeats_equals_the_streaming_components(spark: Any, folder: Path, reference: Path,
                                                             tmp_path: Path) -> None:
     """``heartbeat_ms=0``: INTERRUPTIONS brings only begin/end, so fewer buckets open (and A5's close waits)."""
-    from pan_debs.workers.reference import run_q2
+    from workers.reference import run_q2
 
     run_q2(spark, folder, tmp_path, heartbeat_ms=0)
     streaming = q2_streaming_outputs(folder, heartbeats=False)
@@ -168,8 +168,8 @@ def test_q2_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path
     """Two minutes of seed 1 from the realistic generator: a minute of each half, with sensor dropouts, spare balls,
     the first half's last seconds without ball data, interruptions and the 1 min windows sliding."""
     from pan.cli import main
-    from pan_debs.simulator.split import split
-    from pan_debs.workers.reference import run_q2
+    from simulator.split import split
+    from workers.reference import run_q2
 
     assert main(["generate", "--minutes", "2", "--seed", "1", "--out", str(tmp_path / "gen")]) == 0
     split(tmp_path / "gen" / "full-game", tmp_path / "split")
@@ -190,14 +190,14 @@ def test_q2_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path
 
 
 def test_default_heartbeat_period_is_the_simulators() -> None:
-    from pan_debs.simulator.simulate import HEARTBEAT_PS
-    from pan_debs.workers.reference_q2 import HEARTBEAT_MS
+    from simulator.simulate import HEARTBEAT_PS
+    from workers.reference_q2 import HEARTBEAT_MS
 
     assert HEARTBEAT_MS * 10**9 == HEARTBEAT_PS
 
 
 def test_ball_silence_is_the_possession_components() -> None:
-    from pan_debs.workers.possession import BALL_SILENCE_PS
-    from pan_debs.workers.reference_q2 import SILENCE_PS
+    from workers.possession import BALL_SILENCE_PS
+    from workers.reference_q2 import SILENCE_PS
 
     assert SILENCE_PS == BALL_SILENCE_PS == PS_PER_S

@@ -1,4 +1,4 @@
-"""Spark batch reference for Q4 (pan_debs/workers/reference_q4.py): a hand-made match with known shots, and equality
+"""Spark batch reference for Q4 (workers/reference_q4.py): a hand-made match with known shots, and equality
 with the streaming shots component fed by the streaming Q2 chain (offline, as in tests/workers/test_reference.py).
 
 The hand-made folder has one ball (4) and two players. The ball's rows follow straight paths at constant
@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from pan_debs.workers.debs import FIRST_HALF, PS_PER_MS, SECOND_HALF, Y_MAX, Y_MIN
 from tests.workers.test_reference import compare, interruptions_fed, q2_streaming_outputs, read_stream
+from workers.debs import FIRST_HALF, PS_PER_MS, SECOND_HALF, Y_MAX, Y_MIN
 
 KO = FIRST_HALF[0]
 S2 = SECOND_HALF[0]
@@ -87,7 +87,7 @@ def write_folder(data: Path) -> None:
 
 def streaming_shots(split: Path, q2: dict[str, list[dict[str, Any]]], heartbeats: bool = True) -> list[dict[str, Any]]:
     """The shots component over INTERRUPTIONS, BALLHITS and ACTIVEBALL merged in (ts, input) order, in chunks."""
-    from pan.testing import build_component, in_input_order, output_tuples
+    from pan.components.testing import build_component, in_input_order, output_tuples
 
     shots = build_component("shots", buffer_size=2_000_000)
     strip = [[{k: v for k, v in t.items() if k != "i"} for t in q2[s]] for s in ("BALLHITS", "ACTIVEBALL")]
@@ -109,7 +109,7 @@ pytestmark = pytest.mark.slow  # a Spark session and jobs: over 10 s on a loaded
 
 @pytest.fixture(scope="module")
 def reference(spark: Any, folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pan_debs.workers.reference import run_q2
+    from workers.reference import run_q2
 
     out = tmp_path_factory.mktemp("q4-ref")
     run_q2(spark, folder, out, with_shots=True)
@@ -155,9 +155,9 @@ def test_hand_made_folder_equals_the_streaming_component(folder: Path, reference
 def test_q4_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path: Path) -> None:
     """90 s of seed 1, whose truth has two shots by different players."""
     from pan.cli import main
-    from pan_debs.simulator.split import split
-    from pan_debs.workers.reference import run_q2
+    from simulator.split import split
     from tests.support.ballgame import read_csv
+    from workers.reference import run_q2
 
     # The exact generator: this seed's truth has two shots by different players (the realistic
     # default gives none in 90 s of seed 1); streaming and reference must agree on them.

@@ -9,11 +9,8 @@ from typing import Any
 
 import pytest
 
-from pan.specs import WorkflowError
-from pan.testing import build_component, output_tuples
-from pan_debs.workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
-from pan_debs.workers.gametime import L1
-from pan_debs.workers.running import BANDS, band_of
+from pan.components.testing import build_component, output_tuples
+from pan.config.specs import WorkflowError
 from tests.support.match_feed import (
     OFFLINE,
     all_outputs,
@@ -23,6 +20,9 @@ from tests.support.match_feed import (
     merged,
     player_stream_of,
 )
+from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
+from workers.gametime import L1
+from workers.running import BANDS, band_of
 
 S1, E1 = FIRST_HALF
 S2, E2 = SECOND_HALF

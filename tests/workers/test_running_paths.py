@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from pan.specs import WorkflowError
-from pan.testing import build_component
-from pan_debs.workers.debs import FIRST_HALF, PS_PER_MS, PS_PER_S, SECOND_HALF
+from pan.components.testing import build_component
+from pan.config.specs import WorkflowError
 from tests.support.match_feed import OFFLINE, load_match, merged, player_stream_of
 from tests.workers.paths import Twins
 from tests.workers.test_heatmap_paths import walk
+from workers.debs import FIRST_HALF, PS_PER_MS, PS_PER_S, SECOND_HALF
 
 S1, E1 = FIRST_HALF
 S2, E2 = SECOND_HALF

@@ -1,4 +1,4 @@
-"""shots: hits whose projected path enters the opponent's goal within 1.5 s (rules in pan_debs/workers/shots.py)."""
+"""shots: hits whose projected path enters the opponent's goal within 1.5 s (rules in workers/shots.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from collections import defaultdict
 
 import pytest
 
-from pan.specs import WorkflowError
-from pan.testing import build_component, output_tuples
-from pan_debs.workers import debs
+from pan.components.testing import build_component, output_tuples
+from pan.config.specs import WorkflowError
 from tests.support import ballgame
+from workers import debs
 
 KO = debs.FIRST_HALF[0]
 KO2 = debs.SECOND_HALF[0]

@@ -21,13 +21,13 @@ import pytest
 
 from benchmarks.floor_bench import json_row, run_chain, sensor_row
 from benchmarks.query_delay import plain_split
-from pan.ordered import OrderedComponent
-from pan.progress import END_OF_STREAM
-from pan.snapshots import LIVE_TYPES
-from pan.testing import OutputReader, build_component
-from pan.workflow import load_workflow
-from pan_debs.simulator.simulate import interruptions_source
-from pan_debs.simulator.sources import INTERRUPTIONS_STREAM
+from pan.components.ordered import OrderedComponent
+from pan.components.snapshots import LIVE_TYPES
+from pan.components.testing import OutputReader, build_component
+from pan.wire.progress import END_OF_STREAM
+from pan.workflow.parser import load_workflow
+from simulator.simulate import interruptions_source
+from simulator.sources import INTERRUPTIONS_STREAM
 from tests.conftest import ROOT
 from tests.support.match_feed import generate
 
@@ -171,7 +171,7 @@ def test_speculative_player_averages_keep_their_raw_watermark(streams: dict[str,
     unless a retraction came first. One player's sensors drop out for a second while the others go on:
     the settled release point then closes its open slot long after the unit has emitted past it, so its
     ``raw_wm`` must stay at that slot (the unit's emission limit would be a promise broken by the close)."""
-    from pan_debs.workers.debs import PLAYER_SENSORS, PS_PER_S, sensor_stream
+    from workers.debs import PLAYER_SENSORS, PS_PER_S, sensor_stream
 
     spec = load_workflow(WORKFLOW).worker("Average team A")
     players = list(spec.params["players"][:2])

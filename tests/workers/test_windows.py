@@ -1,4 +1,4 @@
-"""pan_debs/workers/windows.py: the sliding sums of Q1, Q2 and Q3, checked directly.
+"""workers/windows.py: the sliding sums of Q1, Q2 and Q3, checked directly.
 
 Edges, exact boundaries, shared buckets."""
 
@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from pan_debs.workers.debs import PS_PER_S
-from pan_debs.workers.possession import finished_time
-from pan_debs.workers.windows import Window, Windows
+from workers.debs import PS_PER_S
+from workers.possession import finished_time
+from workers.windows import Window, Windows
 
 
 def buckets_of(window: Window[str]) -> list[tuple[int, int]]:

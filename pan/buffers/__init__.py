@@ -1,0 +1,3 @@
+"""Where a stream's tuples live: ring buffers, column buffers, row stores and the output stream.
+May import: wire.
+"""

@@ -1,0 +1,508 @@
+"""Output streams of a worker, each backed by a ring buffer (its inputs are in pan/input/channel.py).
+
+Output tuples are encoded to JSON once, when appended, so that serving them
+to any number of subscribers is a byte join rather than re-encoding.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_right
+from collections import deque
+from itertools import accumulate, count, repeat
+from typing import Any
+
+import orjson
+
+from pan.buffers.ringbuffer import RingBuffer
+from pan.wire import line_pages
+from pan.wire.progress import EMPTY, StreamProgress
+
+DEFAULT_BUFFER_SIZE = 10_000
+#: Bytes of encoded tuples an output stream holds at most (the workflow key ``buffer_bytes``), next to its
+#: tuple count: a stream of large tuples drops its oldest ones early rather than grow the process without
+#: bound. 128 MiB is well above 400,000 rows of ~140 bytes, the largest buffer the shipped
+#: workflows use, so it only bites on unusually large tuples.
+DEFAULT_BUFFER_BYTES = 128 * 1024 * 1024
+_SIZES_COMPACT = 4096  # drop the forgotten head of the size table once it is this long and half the table
+
+Tuple = dict[str, Any]
+
+
+#: Bytes of tuples in one `/data` answer at most (beyond one tuple).
+PAGE_BYTES = 1 << 20
+#: Rewinds of a speculative output remembered for raw readers that missed some (``retract_notice``).
+MAX_REWINDS = 4096
+
+#: A lossless reader (``/data?hold=NAME``) that has not asked for this long is forgotten (s); above the
+#: longest long poll, so only a reader that went away expires.
+HOLD_EXPIRY_S = 120.0
+
+
+def encode(record: Tuple) -> bytes:
+    """orjson bytes, copied to their exact size.
+
+    orjson's result keeps its whole output buffer (4-8 KiB) alive; ring
+    buffers hold millions of these, so the copy saves ~40x memory. The copy
+    is a slice that drops an appended newline: a third of the CPU of a copy
+    through ``memoryview`` (0.16 against 0.43 us for a tuple of 14 numbers).
+    """
+    return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)[:-1]
+
+
+def encode_at(index: int, item: Tuple) -> bytes:
+    """The stored tuple: ``item`` with ``"i": index`` as its first key (an input tuple's own ``i`` must not
+    leak into this stream). Spliced in front of ``item``'s encoding: half the CPU of building the record."""
+    if type(item) is dict and item and "i" not in item:  # (any other mapping is copied into a dict below)
+        return b'{"i":%d,%b' % (index, orjson.dumps(item)[1:])
+    record = {"i": index, **item}
+    record["i"] = index
+    return encode(record)
+
+
+WM_POKE_INTERVAL_S = 0.005  # a moving watermark wakes (meta-waiting) long polls at most 200 times a second,
+WM_QUIET_S = 0.01  # and only once the stream has appended nothing for this long: busy streams carry wm in their data
+
+
+_TS_KEY = b',"ts":'
+
+
+def _ts_of(encoded: bytes | None) -> int | None:
+    """The ``ts`` of an encoded tuple: read off the bytes where it follows ``i`` (as ``append`` and components
+    that encode their own tuples write it), else decoded."""
+    if encoded is None:
+        return None
+    at = encoded.find(_TS_KEY, 0, 32)
+    if at > 0:
+        end = at + len(_TS_KEY)
+        stop = end
+        while stop < len(encoded) and encoded[stop] in b"-0123456789":
+            stop += 1
+        if stop > end and encoded[stop : stop + 1] in (b",", b"}"):
+            return int(encoded[end:stop])
+    ts = orjson.loads(encoded).get("ts")
+    return ts if type(ts) is int else None
+
+
+def _within_page_bytes(items: list[bytes]) -> list[bytes]:
+    """The oldest items of a page that fit ``PAGE_BYTES`` (at least one): the reader asks again for the rest.
+
+    Keeps every answer, and the client's decoding of it, small whatever the tuple size: a page of 10,000
+    64x100 heat maps would be 250 MB of JSON.
+    """
+    sizes = list(map(len, items))
+    if sum(sizes) <= PAGE_BYTES:  # the usual case, in C loops
+        return items
+    return items[: max(1, bisect_right(list(accumulate(sizes)), PAGE_BYTES))]
+
+
+class OutputStream:
+    """A stream this worker publishes; indices are assigned here unless repeated."""
+
+    def __init__(
+        self,
+        name: str,
+        capacity: int = DEFAULT_BUFFER_SIZE,
+        progress: StreamProgress = EMPTY,
+        byte_budget: int = DEFAULT_BUFFER_BYTES,
+    ):
+        self.name = name
+        self.buffer: RingBuffer[bytes] = RingBuffer(capacity)
+        self.base_capacity = capacity
+        #: Readers that asked for every tuple (``/data?hold=NAME``): name -> (the index they have read up to,
+        #: monotonic time of their latest request). While one lags, the ring grows instead of overwriting.
+        self._holders: dict[str, tuple[int, float]] = {}
+        self.grown_for_holders = 0
+        self.byte_budget = byte_budget
+        self.held_bytes = 0  # encoded bytes of the tuples the buffer holds
+        self.dropped_for_bytes = 0  # tuples dropped early to stay within byte_budget
+        # Encoded size per index from the buffer's oldest held index on (0 for a hole): the head of
+        # this table is forgotten as the ring overwrites or the budget drops tuples.
+        self._sizes: list[int] = []
+        self._sizes_start = 0
+        self.progress = progress  # what every /data answer says in ``meta``
+        self._progress_json: bytes | None = None  # its encoding, made when a page needs it
+        self.appended = 0
+        self.retractions = 0  # rewinds (``rewind``): the generation of the latest retract notice
+        self.retracted_tuples = 0
+        self._rewinds: list[tuple[int, int]] = []  # (generation, after) of the latest MAX_REWINDS rewinds
+        #: Speculative producers only: the newest index no retraction can touch (``settle``); the default
+        #: (settled) view of /data serves tuples up to it, the raw view everything. None: every tuple is final.
+        self.settled: int | None = None
+        #: During a replay (``replay_from``): the index the component's next tuple gets. Tuples it re-emits
+        #: byte for byte equal to those held keep their place; the first that differs withdraws the rest.
+        self._replay_next: int | None = None
+        self.replayed_same = 0  # tuples a replay emitted again unchanged (no retraction needed for them)
+        #: ``unsettled_min_ts``: (index, ts) of the unsettled tuples that can still be the smallest ts (a sliding
+        #: window minimum: ts rises along it), and the newest index looked at.
+        self._pending: deque[tuple[int, int]] = deque()
+        self._pending_scanned = -1
+        self.served_tuples = 0
+        self.requests = 0
+        self._name_json = orjson.dumps(name)
+        self._wm_poked_at = 0.0
+        self._appended_seen = 0
+        self._data_at = 0.0
+
+    @property
+    def next_index(self) -> int:
+        """The index the next tuple gets (during a replay: the replay's position, not the end of the buffer)."""
+        return self.buffer.next_index if self._replay_next is None else self._replay_next
+
+    def append(self, item: Tuple, index: int | None = None) -> int:
+        """Assign (or keep, for repeaters) the index and store the encoded tuple."""
+        replaying = index is None and self._replay_next is not None
+        if index is None:
+            index = self.next_index
+        encoded = encode_at(index, item)
+        if replaying and not self._replayed([encoded]):
+            return index
+        skipped = index - self.buffer.next_index
+        if self._holders and skipped == 0:  # a repeater's gap is not ours to hold
+            self._make_room(1)
+        self.buffer.append(encoded, index)
+        self.appended += 1
+        self._account([len(encoded)], skipped)
+        return index
+
+    def extend(self, items: list[Tuple]) -> None:
+        self.extend_encoded(list(map(encode_at, count(self.next_index), items)))
+
+    def extend_encoded(self, encoded: list[bytes]) -> None:
+        """Append JSON objects the caller encoded with indices from ``next_index`` on."""
+        if self._replay_next is not None:
+            encoded = self._replayed(encoded)
+            if not encoded:
+                return
+        if self._holders:
+            self._make_room(len(encoded))
+        self.buffer.extend(encoded)
+        self.appended += len(encoded)
+        self._account(list(map(len, encoded)))
+
+    # --- byte budget ------------------------------------------------------------------
+
+    def _account(self, sizes: list[int], skipped: int = 0) -> None:
+        """Count the items just stored (after ``skipped`` holes), then keep within the byte budget."""
+        table = self._sizes
+        if skipped > 0:
+            table.extend(repeat(0, min(skipped, self.buffer.capacity)))
+        table.extend(sizes)
+        self.held_bytes += sum(sizes)
+        overwritten = len(table) - self._sizes_start - len(self.buffer)
+        if overwritten > 0:
+            self._forget(overwritten)
+        if self.held_bytes > self.byte_budget:
+            self._drop_for_budget()
+
+    def _forget(self, count: int) -> None:
+        """The oldest ``count`` indices are no longer held."""
+        start, end = self._sizes_start, self._sizes_start + count
+        self.held_bytes -= sum(self._sizes[start:end])
+        if end >= _SIZES_COMPACT and 2 * end >= len(self._sizes):
+            del self._sizes[:end]
+            end = 0
+        self._sizes_start = end
+
+    def _drop_for_budget(self) -> None:
+        """Drop the oldest tuples until the rest fit the budget; the newest, and what a holder has not
+        read, are always kept."""
+        table, budget = self._sizes, self.byte_budget
+        position, last, held, dropped = self._sizes_start, len(table) - 1, self.held_bytes, 0
+        unread = self._unread_from()
+        if unread is not None:
+            last = min(last, position + max(0, unread - (self.buffer.next_index - len(self.buffer))))
+        while held > budget and position < last:
+            size = table[position]
+            held -= size
+            dropped += size > 0
+            position += 1
+        first = self.buffer.next_index - len(self.buffer)
+        self.buffer.drop_before(first + position - self._sizes_start)
+        self.dropped_for_bytes += dropped
+        self._forget(position - self._sizes_start)
+
+    # --- lossless readers ----------------------------------------------------------
+
+    def hold(self, reader: str, after: int) -> None:
+        """``reader`` has every tuple up to ``after`` and wants none after it overwritten.
+
+        For readers that must not lose anything (``pan replay`` recording), not
+        for live clients: while such a reader lags, the ring grows (the byte
+        budget does not drop its unread tuples either) and shrinks back to
+        ``buffer_size`` once it has caught up. A reader silent for
+        ``HOLD_EXPIRY_S`` is forgotten.
+        """
+        self._holders[reader] = (after, time.monotonic())
+        if self.buffer.capacity > self.base_capacity:
+            self._trim()
+
+    def _unread_from(self) -> int | None:
+        """The oldest index a live holder has not read yet, or None without holders."""
+        if not self._holders:
+            return None
+        now = time.monotonic()
+        for reader in [r for r, (_, seen) in self._holders.items() if now - seen > HOLD_EXPIRY_S]:
+            del self._holders[reader]
+        return min(after for after, _ in self._holders.values()) + 1 if self._holders else None
+
+    def holders_behind(self) -> int:
+        """Tuples the slowest live holder has not read yet (0 without holders): what a replay's feed watches."""
+        unread = self._unread_from()
+        return 0 if unread is None else max(0, self.buffer.next_index - unread)
+
+    def _make_room(self, count: int) -> None:
+        """Grow the ring so that appending ``count`` tuples overwrites nothing a holder has not read."""
+        if len(self.buffer) + count <= self.buffer.capacity:
+            return  # it overwrites nothing at all (checked first: this runs for every tuple appended)
+        unread = self._unread_from()
+        if unread is None:
+            return
+        oldest_kept = max(unread, self.buffer.next_index - len(self.buffer))
+        needed = self.buffer.next_index + count - oldest_kept
+        if needed > self.buffer.capacity:
+            self.buffer.resize(max(needed, 2 * self.buffer.capacity))
+            self.grown_for_holders += 1
+
+    def _trim(self) -> None:
+        """After a holder read on: free what everyone has read beyond ``buffer_size``, then shrink."""
+        unread = self._unread_from()
+        start, end = self.buffer.next_index - len(self.buffer), self.buffer.next_index
+        keep_from = min(end - self.base_capacity, end if unread is None else unread)
+        if keep_from > start:
+            self.buffer.drop_before(keep_from)
+            self._forget(self.buffer.next_index - len(self.buffer) - start)
+        if len(self.buffer) <= self.base_capacity:
+            self.buffer.resize(self.base_capacity)
+
+    def publish(self, progress: StreamProgress) -> None:
+        """Merge what ``progress`` states and wake long polls when downstream must hear it now.
+
+        A grown K must travel before the late events it announces; a moved
+        watermark (``wm``) lets downstream units advance past a quiet stream.
+        A stream that is appending needs no watermark pokes: every answer
+        carries the current progress, and each poke costs every meta-waiting
+        subscriber a round trip.
+        """
+        grew = progress.k_grew_from(self.progress)
+        moved = progress.wm_moved_from(self.progress)
+        self._set_progress(self.progress.merged(progress))
+        now = time.monotonic()
+        if self.appended != self._appended_seen:  # data went out: it carried the progress with it
+            self._appended_seen, self._data_at = self.appended, now
+        if grew or (moved and self.progress.ended):  # nothing follows an end to carry it: it must travel now
+            self.buffer.poke()
+        elif moved and self._wm_announced(now) and now - self._wm_poked_at >= WM_POKE_INTERVAL_S:
+            self._wm_poked_at = now
+            self.buffer.poke()
+
+    def _wm_announced(self, now: float) -> bool:
+        """A moved watermark is poked to meta-waiting readers: an end (no data follows to carry it), or the
+        watermark of a stream that appended nothing for ``WM_QUIET_S``."""
+        return self.progress.ended or now - self._data_at >= WM_QUIET_S
+
+    def missed_poke(self, known_wm: int | None) -> bool:
+        """A meta-waiting reader that knows the watermark ``known_wm`` (None: none) missed a poke ``publish``
+        made before its long poll began: the stream has ended, or its watermark moved while it was quiet (a
+        busy stream carries its watermark with its data, and pokes no one)."""
+        return self.progress.wm != known_wm and self._wm_announced(time.monotonic())
+
+    def reopen(self) -> None:
+        """Withdraw the watermark without waking anyone: the stream goes on after its end after all."""
+        self._set_progress(self.progress.without_watermark())
+
+    def _set_progress(self, progress: StreamProgress) -> None:
+        """Producers publish far more often than pages are served: encode once, when a page asks."""
+        if progress.other or self.progress.other or progress != self.progress:  # (``True == 1`` in ``other``)
+            self.progress, self._progress_json = progress, None
+
+    def _meta_json(self) -> bytes:
+        if self._progress_json is None:
+            self._progress_json = orjson.dumps(self.progress.to_json())
+        return self._progress_json
+
+    def rewind(self, after: int, generation: int | None = None) -> None:
+        """Withdraw the tuples after index ``after`` (a speculative component revises its output).
+
+        The next tuples reuse the indices from ``after + 1`` on, and every page from now on carries
+        ``retract: {"after": n, "generation": g}`` in its meta, so a reader that already read past
+        ``n`` drops what it holds beyond ``n`` and reads again (docs/ordering.md, "Speculation").
+        ``generation``: a repeater passes its source's on, so readers may fail over between them.
+        """
+        if after + 1 >= self.buffer.next_index:
+            if generation is not None and generation > self.retractions:  # keep the source's count all the same
+                self._note_rewind(self.buffer.next_index - 1, generation)
+            return
+        if self.settled is not None and after < self.settled:
+            raise ValueError(f"{self.name}: cannot withdraw settled tuples (after {after}, settled {self.settled})")
+        self.retracted_tuples += self.buffer.next_index - after - 1
+        self.buffer.truncate_after(after)
+        self._forget_pending()
+        gone = len(self._sizes) - self._sizes_start - len(self.buffer)
+        if gone > 0:
+            self.held_bytes -= sum(self._sizes[-gone:])
+            del self._sizes[-gone:]
+        self._note_rewind(after, generation)
+
+    def _note_rewind(self, after: int, generation: int | None) -> None:
+        """Number the rewind (its generation) and tell raw readers from the next page on."""
+        self.retractions = max(self.retractions + 1, generation or 0)
+        self._rewinds.append((self.retractions, after))
+        if len(self._rewinds) > MAX_REWINDS:
+            del self._rewinds[: len(self._rewinds) - MAX_REWINDS]
+        notice = {"after": after, "generation": self.retractions}
+        self._set_progress(self.progress.merged(StreamProgress.from_json({"retract": notice})))
+
+    # --- on-demand retraction (seed 002 §4.3.2) ------------------------------------------
+
+    def replay_from(self, after: int) -> None:
+        """The component goes back to index ``after`` and replays: hold the tuples after it as they are.
+
+        Nothing is withdrawn yet. Each tuple the replay emits is compared with the one held under its
+        index; equal ones stay (no reader hears of them), the first that differs withdraws everything
+        from its index on (``rewind``), and ``end_replay`` withdraws what the replay did not emit again.
+        So a retraction travels downstream only when the output really changed.
+        """
+        if after + 1 >= self.next_index:
+            return
+        self._replay_next = after + 1
+
+    def end_replay(self) -> None:
+        """The replay is over: withdraw the held tuples it did not emit again."""
+        if self._replay_next is None:
+            return
+        after, self._replay_next = self._replay_next - 1, None
+        self.rewind(after)
+
+    def _replayed(self, encoded: list[bytes]) -> list[bytes]:
+        """Match replayed tuples against the held ones; returns those to append (after a rewind, if any)."""
+        position = self._replay_next
+        assert position is not None
+        for n, item in enumerate(encoded):
+            if position >= self.buffer.next_index:  # every held tuple came again: append the rest
+                self._replay_next = None
+                return encoded[n:]
+            if self.buffer.at(position) != item:  # the output changed here: withdraw from here on
+                self._replay_next = None
+                self.rewind(position - 1)
+                return encoded[n:]
+            position += 1
+            self.replayed_same += 1
+        self._replay_next = position
+        if position >= self.buffer.next_index:
+            self._replay_next = None
+        return []
+
+    def settle(self, index: int) -> None:
+        """Tuples up to ``index`` are final (a speculative producer's settled prefix); wakes settled readers."""
+        index = min(index, self.buffer.next_index - 1)
+        if self.settled is None or index > self.settled:
+            self.settled = index
+            self.buffer.poke()
+
+    def unsettled_min_ts(self) -> int | None:
+        """The smallest ``ts`` of the tuples after the settled prefix (None: none, or every tuple is final).
+
+        A speculative producer's watermark is a promise about the settled view: it must stay below
+        every tuple that may still settle (or be withdrawn and emitted again) under it. Each tuple is
+        looked at once (``_pending``), so asking after every release costs little.
+        """
+        if self.settled is None:
+            return None
+        pending = self._pending
+        last = self.buffer.next_index - 1
+        for index in range(max(self._pending_scanned + 1, self.settled + 1, self.buffer.first), last + 1):
+            ts = _ts_of(self.buffer.at(index))
+            if ts is None:
+                continue
+            while pending and pending[-1][1] >= ts:
+                pending.pop()
+            pending.append((index, ts))
+        self._pending_scanned = max(self._pending_scanned, last)
+        while pending and pending[0][0] <= self.settled:
+            pending.popleft()
+        return pending[0][1] if pending else None
+
+    def _forget_pending(self) -> None:
+        """Tuples were withdrawn: ``unsettled_min_ts`` looks at every unsettled tuple afresh (one it dropped
+        because a withdrawn tuple had a smaller ts may be the smallest again)."""
+        self._pending.clear()
+        self._pending_scanned = -1
+
+    def retract_notice(self, generation: int) -> dict[str, int] | None:
+        """What a raw reader that has seen ``generation`` must drop: every tuple after ``after`` (None: nothing).
+
+        The smallest ``after`` of the rewinds since; a reader further behind than the history kept
+        re-reads from the oldest tuple held.
+        """
+        if generation >= self.retractions:
+            return None
+        missed = [after for gen, after in self._rewinds if gen > generation]
+        if len(missed) < self.retractions - generation:
+            missed.append(self.buffer.next_index - len(self.buffer) - 1)
+        return {"after": min(missed), "generation": self.retractions}
+
+    def reset(self, progress: StreamProgress) -> None:
+        """Start over with new indices, e.g. because the original producer restarted."""
+        self.buffer.reset(0)
+        self._forget_pending()
+        self._sizes.clear()
+        self._sizes_start = self.held_bytes = 0
+        self._set_progress(progress)
+
+    def render(self, after: int, *, oldest: int | None, latest: int | None, raw_generation: int | None = None,
+               lines: bool = False) -> bytes:
+        """The `/data` answer body, built from pre-encoded tuples (``lines``: as a line page, pan/wire/line_pages.py).
+
+        ``raw_generation`` None: the settled view (of a speculative producer only what no retraction can
+        touch); an int: the raw view for a reader that has seen that retract generation.
+        """
+        page = self.buffer.read(after, oldest=oldest, latest=latest)
+        items, indices = page.items, page.indices
+        last = page.last
+        meta = self._meta_json()
+        if self.settled is not None and raw_generation is None and indices and indices[-1] > self.settled:
+            keep = bisect_right(indices, self.settled)
+            items, last = items[:keep], self.settled
+        elif raw_generation is not None:
+            notice = self.retract_notice(raw_generation)
+            extra: dict[str, Any] = {}
+            if self.settled is not None:  # a raw reader must know which of the tuples are final
+                extra["settled"] = self.settled
+            if notice is not None:
+                extra["retract"] = notice
+            if extra:
+                meta = orjson.dumps({**self.progress.to_json(), **extra})
+        if latest is None:
+            items = _within_page_bytes(items)
+        self.requests += 1
+        self.served_tuples += len(items)
+        fields = b'"first":%d,"last":%d,"missed":%d,"meta":' % (page.first, last, page.missed)
+        if lines:
+            return line_pages.render(b'"stream":' + self._name_json + b"," + fields + meta, items,
+                                     indices[: len(items)])
+        return b"".join((b'{"status":"ok","stream":', self._name_json, b',"tuples":[', b",".join(items), b"],",
+                         fields, meta, b"}"))
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            "first": self.buffer.first,
+            "last": self.buffer.last,
+            "held": len(self.buffer),
+            "capacity": self.buffer.capacity,
+            "buffer_size": self.base_capacity,
+            "holders_behind": self.holders_behind(),
+            "held_bytes": self.held_bytes,
+            "byte_budget": self.byte_budget,
+            "dropped_for_bytes": self.dropped_for_bytes,
+            "holders": len(self._holders),
+            "grown_for_holders": self.grown_for_holders,
+            "appended": self.appended,
+            "retractions": self.retractions,
+            "retracted_tuples": self.retracted_tuples,
+            "replayed_same": self.replayed_same,
+            "settled": self.settled,
+            "requests": self.requests,
+            "served_tuples": self.served_tuples,
+            "meta": self.progress.to_json(),
+        }

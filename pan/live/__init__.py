@@ -1,0 +1,3 @@
+"""A live web view's server: one shared subscription per stream, fanned out to browsers over WebSockets.
+May import: util, security, http, repository, input.
+"""

@@ -1,0 +1,3 @@
+"""Offline jobs: the Spark session, its progress, and delay statistics from arrival logs.
+May import: util.
+"""

@@ -1,0 +1,3 @@
+"""What a workflow proves and checks: HMAC signatures and read tokens (auth), TLS certificates (tls).
+May import: nothing of pan.
+"""

@@ -1,1 +1,0 @@
-"""DEBS 2013 Grand Challenge components for PAN (registered through ``pan_debs.workers.components``)."""
