@@ -35,7 +35,8 @@ from pan.security.tls import TlsError, client_context, make_certificates, server
 from pan.util import eventloop
 from pan.wire import arrow_pages, line_pages
 from pan.worker.peer import run_peer
-from pan.workflow.parser import load_workflow, prometheus_sd
+from pan.workflow import prometheus_sd
+from pan.workflow.parser import load_workflow
 from pan.workflow.preflight import ports_in_use
 
 
