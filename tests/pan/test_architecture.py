@@ -201,6 +201,15 @@ def test_every_subpackage_says_what_it_is_and_what_it_may_import() -> None:
     assert wrong == []
 
 
+
+def test_the_architecture_document_shows_the_same_table() -> None:
+    """docs/architecture.md draws the tree of ``pan/`` with one line per subpackage, ending in what it may import."""
+    document = (ROOT / "docs" / "architecture.md").read_text()
+    drawn = {match.group(1): match.group(2).strip()
+             for match in re.finditer(r"^  (\w+)/ .*-> (.+)$", document, re.MULTILINE)}
+    assert {name: set() if said == "nothing" else {word.strip() for word in said.split(",")}
+            for name, said in drawn.items()} == SUBPACKAGES
+
 #: A module over this many lines says why in its docstring, with these words.
 MAX_LINES = 500
 LONG_REASON = "Longer than 500 lines because"

@@ -27,7 +27,7 @@ def example() -> None:
 
 def test_readme_offline_test_of_the_component_passes(example: None) -> None:
     _component, test = readme_examples()
-    assert "from pan.components.testing import" in test
+    assert "from pan.testing import" in test
     exec(compile(test, "README.md", "exec"), {"__name__": "readme_example_test"})  # its asserts must hold
 
 
