@@ -128,7 +128,8 @@ async def one_run(files: list[Path], streams: set[str], rows: int, *, parse_bloc
     """One server, fed every file once; timed from its first delivered read to its last stored row."""
     from pan.buffers.streams import OutputStream
     from pan.ingest.decoders import encode_batches
-    from pan.ingest.server import IngestServer, IngestSettings
+    from pan.ingest.server import IngestServer
+    from pan.ingest.settings import IngestSettings
     from simulator.debs_rows import DebsCsvDecoder
 
     outputs = {name: OutputStream(name) for name in streams}
@@ -255,11 +256,12 @@ def measure_read_sizes(files: list[Path], reps: int) -> dict[str, Any]:
     """Microseconds per row of the block and the per-line path by lines per read, each through a server's
     delivery into output streams (what a read costs the forwarder), from one sensor's rows.
 
-    Why reads below ``pan.ingest.server.BLOCK_MIN_LINES`` lines go line by line whatever ``parse_blocks`` says.
+    Why reads below ``pan.ingest.settings.BLOCK_MIN_LINES`` lines go line by line whatever ``parse_blocks`` says.
     """
     from pan.buffers.streams import OutputStream
     from pan.ingest.decoders import encode_batches
-    from pan.ingest.server import BLOCK_MIN_LINES, IngestServer, IngestSettings
+    from pan.ingest.server import IngestServer
+    from pan.ingest.settings import BLOCK_MIN_LINES, IngestSettings
     from simulator.debs_rows import DebsCsvDecoder
 
     lines = files[0].read_bytes().splitlines(keepends=True)

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from benchmarks import common
 
 if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module on start
-    from pan.ordering.units import OrderingSettings, OrderingUnit
+    from pan.ordering.settings import OrderingSettings
+    from pan.ordering.unit import OrderingUnit
 
 HELP = "events/s of one ordering unit through the batch API against a per-event heapq K-slack loop"
 SECTION = "ordering-bench"
@@ -53,7 +54,7 @@ def make_input(n_events: int, n_streams: int, batch: int, disorder: float, seed:
 
 
 def run_unit(streams, batches, settings: OrderingSettings) -> tuple[float, int, OrderingUnit]:
-    from pan.ordering.units import OrderingUnit
+    from pan.ordering.unit import OrderingUnit
 
     unit = OrderingUnit(settings, streams)
     return (*_timed_pushes(unit, unit.push, batches), unit)
@@ -86,7 +87,7 @@ def row_batches(batches, as_arrays: bool) -> list[tuple[str, Any, Any]]:
 
 def run_rows(streams, batches, settings: OrderingSettings, as_arrays: bool) -> tuple[float, int, OrderingUnit]:
     """``run_unit`` of the events as row ids with their ts: ``push_timed`` of lists or ``push_rows`` of arrays."""
-    from pan.ordering.units import OrderingUnit
+    from pan.ordering.unit import OrderingUnit
 
     prepared = row_batches(batches, as_arrays)
     unit = OrderingUnit(settings, streams)
@@ -124,7 +125,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pan.ordering.units import OrderingSettings
+    from pan.ordering.settings import OrderingSettings
 
     streams, batches = make_input(args.events, args.streams, args.batch, args.disorder)
     total = sum(len(b) for _s, b in batches)

@@ -157,7 +157,7 @@ async def replay_sampled(
     of the replay: in real time it would be 12 minutes without a row.
     """
     from pan.components.catalog import get_component_type
-    from pan.ordering.units import PARAM_KEYS, OrderingSettings
+    from pan.ordering.settings import PARAM_KEYS, OrderingSettings
     from pan.workflow.parser import load_workflow
     from simulator.impair import ImpairProfile
     from simulator.replay import replay

@@ -27,7 +27,9 @@ from typing import Any, TextIO
 
 import orjson
 
-from pan.ingest.server import IngestServer, IngestSettings, Row
+from pan.ingest.lines import Row
+from pan.ingest.server import IngestServer
+from pan.ingest.settings import IngestSettings
 from simulator.debs_rows import SENSOR_PREFIX, DebsCsvDecoder
 
 PS_PER_MS = 10**9

@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pan.config.specs import Workflow, ingest_port, inter_pan_inputs
-from pan.ingest.server import DEFAULT_IDLE_AFTER_MS, DEFAULT_PROMISE_AHEAD_MS, END_OF_STREAM, promise_line, send_lines
+from pan.ingest.lines import END_OF_STREAM, promise_line
+from pan.ingest.server import send_lines
+from pan.ingest.settings import DEFAULT_IDLE_AFTER_MS, DEFAULT_PROMISE_AHEAD_MS
 from pan.util import console
 from simulator.clock import LocalTime, TimeProvider
 from simulator.debs import HALF1, HALF2

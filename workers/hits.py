@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pan.buffers.streams import Tuple
+from pan.buffers.tuples import Tuple
 from pan.components.catalog import register
 from pan.components.ordered import OrderedComponent
 from pan.config.specs import WorkerSpec

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pan.buffers.streams import Tuple
+from pan.buffers.tuples import Tuple
 from pan.components.catalog import register
 from pan.components.ordered import OrderedComponent
 from pan.config.specs import WorkerSpec

@@ -29,17 +29,11 @@ import orjson
 from workers.debs import PLAYERS, REFEREE, SENSOR_OWNER, WINDOWS
 from workers.reference_players import player_average, read_rows
 from workers.reference_q1 import BANDS, counted_parts, run_aggregates, run_current
-from workers.reference_q2 import (
-    AB_FIELDS,
-    BP_FIELDS,
-    HEARTBEAT_MS,
-    HIT_FIELDS,
-    KEY,
-    TEAM_FIELDS,
-    interruption_events,
-    q2,
-    q2_streams,
-)
+from workers.reference_q2 import q2, q2_streams
+from workers.reference_q2_active import AB_FIELDS, KEY
+from workers.reference_q2_hits import HIT_FIELDS
+from workers.reference_q2_interruptions import HEARTBEAT_MS, interruption_events
+from workers.reference_q2_possession import BP_FIELDS, TEAM_FIELDS
 from workers.reference_q3 import GRIDS, HM_WINDOWS, boundaries_reached, cell_seconds, heatmap_rows
 from workers.reference_q4 import SHOT_FIELDS, segments, shots
 

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from workers.reference_q2 import HEARTBEAT_MS
+from workers.reference_q2_interruptions import HEARTBEAT_MS
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -63,7 +63,7 @@ def segments(hits: Iterable[dict[str, Any]], interruptions: Iterable[tuple[int, 
     """Counted hits in input order, each with the ts of the next counted hit or ``begin`` after it.
 
     ``interruptions``: (ts, rank, event) with rank 0 for ``end`` and 1 for ``begin``
-    (workers.reference_q2.interruption_events); heartbeats change nothing here.
+    (workers.reference_q2_interruptions.interruption_events); heartbeats change nothing here.
     """
     events: list[tuple[int, int, int, str, str]] = [
         (ts, rank, 0, kind, "") for ts, rank, kind in interruptions if kind in ("begin", "end")

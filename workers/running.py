@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from pan.buffers.streams import OutputStream, Tuple
+from pan.buffers.streams import OutputStream
+from pan.buffers.tuples import Tuple
 from pan.components.base import ComponentContext
 from pan.components.catalog import register
 from pan.config.specs import WorkerSpec

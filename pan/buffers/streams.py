@@ -1,7 +1,8 @@
 """Output streams of a worker, each backed by a ring buffer (its inputs are in pan/input/channel.py).
 
 Output tuples are encoded to JSON once, when appended, so that serving them
-to any number of subscribers is a byte join rather than re-encoding.
+to any number of subscribers is a byte join rather than re-encoding (pan/buffers/tuples.py). Publishing the
+stream's progress is in pan/buffers/watermarks.py, replays and retraction in pan/buffers/retraction.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from typing import Any
 
 import orjson
 
+from pan.buffers.retraction import Retraction
 from pan.buffers.ringbuffer import RingBuffer
+from pan.buffers.tuples import Tuple, encode_at
+from pan.buffers.watermarks import Watermarks
 from pan.wire import line_pages
 from pan.wire.progress import EMPTY, StreamProgress
 
@@ -26,62 +30,13 @@ DEFAULT_BUFFER_SIZE = 10_000
 DEFAULT_BUFFER_BYTES = 128 * 1024 * 1024
 _SIZES_COMPACT = 4096  # drop the forgotten head of the size table once it is this long and half the table
 
-Tuple = dict[str, Any]
-
 
 #: Bytes of tuples in one `/data` answer at most (beyond one tuple).
 PAGE_BYTES = 1 << 20
-#: Rewinds of a speculative output remembered for raw readers that missed some (``retract_notice``).
-MAX_REWINDS = 4096
 
 #: A lossless reader (``/data?hold=NAME``) that has not asked for this long is forgotten (s); above the
 #: longest long poll, so only a reader that went away expires.
 HOLD_EXPIRY_S = 120.0
-
-
-def encode(record: Tuple) -> bytes:
-    """orjson bytes, copied to their exact size.
-
-    orjson's result keeps its whole output buffer (4-8 KiB) alive; ring
-    buffers hold millions of these, so the copy saves ~40x memory. The copy
-    is a slice that drops an appended newline: a third of the CPU of a copy
-    through ``memoryview`` (0.16 against 0.43 us for a tuple of 14 numbers).
-    """
-    return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)[:-1]
-
-
-def encode_at(index: int, item: Tuple) -> bytes:
-    """The stored tuple: ``item`` with ``"i": index`` as its first key (an input tuple's own ``i`` must not
-    leak into this stream). Spliced in front of ``item``'s encoding: half the CPU of building the record."""
-    if type(item) is dict and item and "i" not in item:  # (any other mapping is copied into a dict below)
-        return b'{"i":%d,%b' % (index, orjson.dumps(item)[1:])
-    record = {"i": index, **item}
-    record["i"] = index
-    return encode(record)
-
-
-WM_POKE_INTERVAL_S = 0.005  # a moving watermark wakes (meta-waiting) long polls at most 200 times a second,
-WM_QUIET_S = 0.01  # and only once the stream has appended nothing for this long: busy streams carry wm in their data
-
-
-_TS_KEY = b',"ts":'
-
-
-def _ts_of(encoded: bytes | None) -> int | None:
-    """The ``ts`` of an encoded tuple: read off the bytes where it follows ``i`` (as ``append`` and components
-    that encode their own tuples write it), else decoded."""
-    if encoded is None:
-        return None
-    at = encoded.find(_TS_KEY, 0, 32)
-    if at > 0:
-        end = at + len(_TS_KEY)
-        stop = end
-        while stop < len(encoded) and encoded[stop] in b"-0123456789":
-            stop += 1
-        if stop > end and encoded[stop : stop + 1] in (b",", b"}"):
-            return int(encoded[end:stop])
-    ts = orjson.loads(encoded).get("ts")
-    return ts if type(ts) is int else None
 
 
 def _within_page_bytes(items: list[bytes]) -> list[bytes]:
@@ -96,7 +51,7 @@ def _within_page_bytes(items: list[bytes]) -> list[bytes]:
     return items[: max(1, bisect_right(list(accumulate(sizes)), PAGE_BYTES))]
 
 
-class OutputStream:
+class OutputStream(Watermarks, Retraction):
     """A stream this worker publishes; indices are assigned here unless repeated."""
 
     def __init__(
@@ -274,173 +229,6 @@ class OutputStream:
             self._forget(self.buffer.next_index - len(self.buffer) - start)
         if len(self.buffer) <= self.base_capacity:
             self.buffer.resize(self.base_capacity)
-
-    def publish(self, progress: StreamProgress) -> None:
-        """Merge what ``progress`` states and wake long polls when downstream must hear it now.
-
-        A grown K must travel before the late events it announces; a moved
-        watermark (``wm``) lets downstream units advance past a quiet stream.
-        A stream that is appending needs no watermark pokes: every answer
-        carries the current progress, and each poke costs every meta-waiting
-        subscriber a round trip.
-        """
-        grew = progress.k_grew_from(self.progress)
-        moved = progress.wm_moved_from(self.progress)
-        self._set_progress(self.progress.merged(progress))
-        now = time.monotonic()
-        if self.appended != self._appended_seen:  # data went out: it carried the progress with it
-            self._appended_seen, self._data_at = self.appended, now
-        if grew or (moved and self.progress.ended):  # nothing follows an end to carry it: it must travel now
-            self.buffer.poke()
-        elif moved and self._wm_announced(now) and now - self._wm_poked_at >= WM_POKE_INTERVAL_S:
-            self._wm_poked_at = now
-            self.buffer.poke()
-
-    def _wm_announced(self, now: float) -> bool:
-        """A moved watermark is poked to meta-waiting readers: an end (no data follows to carry it), or the
-        watermark of a stream that appended nothing for ``WM_QUIET_S``."""
-        return self.progress.ended or now - self._data_at >= WM_QUIET_S
-
-    def missed_poke(self, known_wm: int | None) -> bool:
-        """A meta-waiting reader that knows the watermark ``known_wm`` (None: none) missed a poke ``publish``
-        made before its long poll began: the stream has ended, or its watermark moved while it was quiet (a
-        busy stream carries its watermark with its data, and pokes no one)."""
-        return self.progress.wm != known_wm and self._wm_announced(time.monotonic())
-
-    def reopen(self) -> None:
-        """Withdraw the watermark without waking anyone: the stream goes on after its end after all."""
-        self._set_progress(self.progress.without_watermark())
-
-    def _set_progress(self, progress: StreamProgress) -> None:
-        """Producers publish far more often than pages are served: encode once, when a page asks."""
-        if progress.other or self.progress.other or progress != self.progress:  # (``True == 1`` in ``other``)
-            self.progress, self._progress_json = progress, None
-
-    def _meta_json(self) -> bytes:
-        if self._progress_json is None:
-            self._progress_json = orjson.dumps(self.progress.to_json())
-        return self._progress_json
-
-    def rewind(self, after: int, generation: int | None = None) -> None:
-        """Withdraw the tuples after index ``after`` (a speculative component revises its output).
-
-        The next tuples reuse the indices from ``after + 1`` on, and every page from now on carries
-        ``retract: {"after": n, "generation": g}`` in its meta, so a reader that already read past
-        ``n`` drops what it holds beyond ``n`` and reads again (docs/ordering.md, "Speculation").
-        ``generation``: a repeater passes its source's on, so readers may fail over between them.
-        """
-        if after + 1 >= self.buffer.next_index:
-            if generation is not None and generation > self.retractions:  # keep the source's count all the same
-                self._note_rewind(self.buffer.next_index - 1, generation)
-            return
-        if self.settled is not None and after < self.settled:
-            raise ValueError(f"{self.name}: cannot withdraw settled tuples (after {after}, settled {self.settled})")
-        self.retracted_tuples += self.buffer.next_index - after - 1
-        self.buffer.truncate_after(after)
-        self._forget_pending()
-        gone = len(self._sizes) - self._sizes_start - len(self.buffer)
-        if gone > 0:
-            self.held_bytes -= sum(self._sizes[-gone:])
-            del self._sizes[-gone:]
-        self._note_rewind(after, generation)
-
-    def _note_rewind(self, after: int, generation: int | None) -> None:
-        """Number the rewind (its generation) and tell raw readers from the next page on."""
-        self.retractions = max(self.retractions + 1, generation or 0)
-        self._rewinds.append((self.retractions, after))
-        if len(self._rewinds) > MAX_REWINDS:
-            del self._rewinds[: len(self._rewinds) - MAX_REWINDS]
-        notice = {"after": after, "generation": self.retractions}
-        self._set_progress(self.progress.merged(StreamProgress.from_json({"retract": notice})))
-
-    # --- on-demand retraction (seed 002 §4.3.2) ------------------------------------------
-
-    def replay_from(self, after: int) -> None:
-        """The component goes back to index ``after`` and replays: hold the tuples after it as they are.
-
-        Nothing is withdrawn yet. Each tuple the replay emits is compared with the one held under its
-        index; equal ones stay (no reader hears of them), the first that differs withdraws everything
-        from its index on (``rewind``), and ``end_replay`` withdraws what the replay did not emit again.
-        So a retraction travels downstream only when the output really changed.
-        """
-        if after + 1 >= self.next_index:
-            return
-        self._replay_next = after + 1
-
-    def end_replay(self) -> None:
-        """The replay is over: withdraw the held tuples it did not emit again."""
-        if self._replay_next is None:
-            return
-        after, self._replay_next = self._replay_next - 1, None
-        self.rewind(after)
-
-    def _replayed(self, encoded: list[bytes]) -> list[bytes]:
-        """Match replayed tuples against the held ones; returns those to append (after a rewind, if any)."""
-        position = self._replay_next
-        assert position is not None
-        for n, item in enumerate(encoded):
-            if position >= self.buffer.next_index:  # every held tuple came again: append the rest
-                self._replay_next = None
-                return encoded[n:]
-            if self.buffer.at(position) != item:  # the output changed here: withdraw from here on
-                self._replay_next = None
-                self.rewind(position - 1)
-                return encoded[n:]
-            position += 1
-            self.replayed_same += 1
-        self._replay_next = position
-        if position >= self.buffer.next_index:
-            self._replay_next = None
-        return []
-
-    def settle(self, index: int) -> None:
-        """Tuples up to ``index`` are final (a speculative producer's settled prefix); wakes settled readers."""
-        index = min(index, self.buffer.next_index - 1)
-        if self.settled is None or index > self.settled:
-            self.settled = index
-            self.buffer.poke()
-
-    def unsettled_min_ts(self) -> int | None:
-        """The smallest ``ts`` of the tuples after the settled prefix (None: none, or every tuple is final).
-
-        A speculative producer's watermark is a promise about the settled view: it must stay below
-        every tuple that may still settle (or be withdrawn and emitted again) under it. Each tuple is
-        looked at once (``_pending``), so asking after every release costs little.
-        """
-        if self.settled is None:
-            return None
-        pending = self._pending
-        last = self.buffer.next_index - 1
-        for index in range(max(self._pending_scanned + 1, self.settled + 1, self.buffer.first), last + 1):
-            ts = _ts_of(self.buffer.at(index))
-            if ts is None:
-                continue
-            while pending and pending[-1][1] >= ts:
-                pending.pop()
-            pending.append((index, ts))
-        self._pending_scanned = max(self._pending_scanned, last)
-        while pending and pending[0][0] <= self.settled:
-            pending.popleft()
-        return pending[0][1] if pending else None
-
-    def _forget_pending(self) -> None:
-        """Tuples were withdrawn: ``unsettled_min_ts`` looks at every unsettled tuple afresh (one it dropped
-        because a withdrawn tuple had a smaller ts may be the smallest again)."""
-        self._pending.clear()
-        self._pending_scanned = -1
-
-    def retract_notice(self, generation: int) -> dict[str, int] | None:
-        """What a raw reader that has seen ``generation`` must drop: every tuple after ``after`` (None: nothing).
-
-        The smallest ``after`` of the rewinds since; a reader further behind than the history kept
-        re-reads from the oldest tuple held.
-        """
-        if generation >= self.retractions:
-            return None
-        missed = [after for gen, after in self._rewinds if gen > generation]
-        if len(missed) < self.retractions - generation:
-            missed.append(self.buffer.next_index - len(self.buffer) - 1)
-        return {"after": min(missed), "generation": self.retractions}
 
     def reset(self, progress: StreamProgress) -> None:
         """Start over with new indices, e.g. because the original producer restarted."""

@@ -12,7 +12,9 @@ from pan.components.base import Component
 from pan.components.catalog import register
 from pan.config.specs import WorkerSpec, ingest_port, inter_pan_inputs
 from pan.ingest.decoders import encode_batches, get_decoder_type
-from pan.ingest.server import INGEST_PARAMS, IngestServer, Row, parse_ingest_params
+from pan.ingest.lines import Row
+from pan.ingest.server import IngestServer
+from pan.ingest.settings import INGEST_PARAMS, parse_ingest_params
 from pan.input.channel import InputChannel
 from pan.wire.int_csv import int_rows, newest_rows
 from pan.wire.progress import StreamProgress

@@ -47,7 +47,7 @@ class WorkerSpec:
     #: Byte budget of each output stream, next to its tuple count (pan.buffers.streams.DEFAULT_BUFFER_BYTES).
     buffer_bytes: int = DEFAULT_BUFFER_BYTES
     params: dict[str, Any] = field(default_factory=dict)
-    #: The ordering unit's mode (``{"mode": "speculative", "alpha": 0.33}``, pan/ordering/speculation.py);
+    #: The ordering unit's mode (``{"mode": "speculative", "alpha": 0.33}``, pan/ordering/speculation_settings.py);
     #: None: buffering.
     ordering: dict[str, Any] | None = None
 

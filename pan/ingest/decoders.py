@@ -27,7 +27,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Protocol
 
-from pan.buffers.streams import encode
+from pan.buffers.tuples import encode
 from pan.wire.int_csv import IntCsvLayout, RowBlock, encode_blocks
 
 ENTRY_POINT_GROUP = "pan.decoders"
@@ -90,7 +90,7 @@ def encode_batches(
 
 
 class Rejections(Protocol):
-    """Where a decoder reports a line it refuses (``pan.ingest.server.LineParser`` counts and logs them)."""
+    """Where a decoder reports a line it refuses (``pan.ingest.lines.LineParser`` counts and logs them)."""
 
     def malformed(self, line: bytes) -> None: ...
 

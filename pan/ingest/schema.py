@@ -23,7 +23,7 @@ from typing import Any
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-#: Every ts is below this (it is also the watermark "end of stream", see pan.ingest.server.END_OF_STREAM).
+#: Every ts is below this (it is also the watermark "end of stream", see pan.ingest.lines.END_OF_STREAM).
 TS_LIMIT = 2**62
 #: Longest string value a row may carry, in characters (rows are bounded in bytes too, at ingest).
 MAX_STRING_CHARS = 4096

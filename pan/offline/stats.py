@@ -5,7 +5,7 @@ so the first window of a run produces late events.  Components that ran with
 ``"arrival_log": PATH`` recorded, per batch, when each event reached their
 ordering unit (``arrival_ns,stream,ts``, one CSV per component, rows in
 arrival order).  This job replays those logs the way the unit measures delays
-and writes a profile that ``pan.ordering.units.load_profile`` /
+and writes a profile that ``pan.ordering.settings.load_profile`` /
 ``OrderingSettings.from_profile`` turn into an initial K (seed 001,
 "iterative delay calculation").
 

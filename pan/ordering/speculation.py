@@ -1,6 +1,6 @@
 """Speculative ordering units: release part of the K-slack buffer early, replay on a mistake.
 
-A buffering unit (``pan/ordering/units.py``) holds every event until ``ts + K <= clk``.
+A buffering unit (``pan/ordering/unit.py``) holds every event until ``ts + K <= clk``.
 The speculative unit wraps one and emits an event to its component as soon as
 ``ts + alpha*K <= clk`` (seed 002 §4.1), keeping it in its own buffer until the
 buffering rule *settles* it. Before each batch of premature events it asks the
@@ -23,157 +23,33 @@ reach the settling unit only once their producer has settled them; a retraction 
 (``OutputStream.replay_from``), so a retraction goes on downstream only if it does.
 
 Pure computation like the buffering unit: no I/O, no wall time.
+
+Here the unit itself: its buffer, insertion, settling and replay. Its parts of their own sit beside it: the
+``ordering`` object (``pan/ordering/speculation_settings.py``), ``alpha: "auto"``
+(``pan/ordering/alpha_controller.py``), the buffer's sort key (``pan/ordering/speculation_keys.py``), the
+settling unit inside (``pan/ordering/settling.py``), raw inputs (``pan/ordering/raw_inputs.py``) and premature
+emission with its snapshots (``pan/ordering/emission.py``).
 """
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from operator import itemgetter
 from typing import Any, Protocol
 
-from pan.ordering.units import OrderingSettings, OrderingUnit, Released
+from pan.ordering.alpha_controller import AlphaController
+from pan.ordering.emission import SAME, PrematureEmission
+from pan.ordering.raw_inputs import RawInputs
+from pan.ordering.released import Released
+from pan.ordering.settings import OrderingSettings
+from pan.ordering.settling import SettlingUnit
+from pan.ordering.speculation_keys import POS_BITS, key_pos, sort_key
+from pan.ordering.speculation_settings import AUTO, SpeculationSettings
 from pan.wire.progress import StreamProgress
 
-MODES = ("buffering", "speculative")
-#: Keys of a worker's ``ordering`` object (``{"mode": "speculative", "alpha": 0.33}``).
-ORDERING_OBJECT_KEYS = ("mode", "alpha", "max_snapshot_bytes", "input_view", "cpu")
-#: How a speculative unit reads its inputs: ``raw`` (default) takes a speculative producer's unsettled tuples
-#: and retractions, so gains add up across levels; ``settled`` only what no retraction can touch.
-INPUT_VIEWS = ("raw", "settled")
-#: What ``alpha: "auto"`` measures: ``component`` (default), the component's share of working time (the
-#: seed's busy factor); ``loop`` and ``machine``, the larger of that and a busy CPU share (pan/util/cpu_share.py),
-#: of the worker's event-loop thread (waiting for a core included) or of every core. docs/ordering.md says
-#: why the default changed: on this project's 2-core machine the loop's waits for a core kept alpha at 1.
-CPU_SIGNALS = ("component", "loop", "machine")
-DEFAULT_MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
-AUTO = "auto"
 SMALL_BATCH = 32  # up to this many events a batch is inserted one by one, more are merged as slices
-#: A buffer entry's sort key is one int, ``ts``, input position and arrival number packed (``_key``): ints
-#: compare several times faster than tuples, and a busy unit bisects its buffer once per event.
-_SEQ_BITS = 40
-_POS_BITS = 16
-_TS_SHIFT = _SEQ_BITS + _POS_BITS
-_SEQ_MASK = (1 << _SEQ_BITS) - 1
-
-
-def _key(ts: int, pos: int, seq: int) -> int:
-    """The sort key of (ts, input position, arrival number); ``seq`` wraps after 2^40 events of one unit."""
-    return (ts << _TS_SHIFT) | (pos << _SEQ_BITS) | (seq & _SEQ_MASK)
-
-
-def _last_key(ts: int, pos: int | None = None) -> int:
-    """The largest key of ``ts`` (of input ``pos``, or of any input): a bound for ``bisect_right``."""
-    if pos is None:
-        return ((ts + 1) << _TS_SHIFT) - 1
-    return (ts << _TS_SHIFT) | (pos << _SEQ_BITS) | _SEQ_MASK
-
-
-def _ts(key: int) -> int:
-    return key >> _TS_SHIFT
-
-
-def _pos(key: int) -> int:
-    return (key >> _SEQ_BITS) & ((1 << _POS_BITS) - 1)
-
-
-#: In the unit's list of snapshots: an entry emitted in the same call as the one before it, whose restore point is
-#: the snapshot at the start of that batch (``SpeculativeUnit._rewind``).
-_SAME: Any = object()
-
-
-@dataclass(frozen=True)
-class SpeculationSettings:
-    """``alpha`` in [0, 1] (1: emit no earlier than buffering would) or ``"auto"`` (adapted at run time)."""
-
-    alpha: Fraction | str = Fraction(1)
-    max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES
-    cpu: str = CPU_SIGNALS[0]
-
-    @classmethod
-    def from_object(cls, obj: Mapping[str, Any]) -> SpeculationSettings:
-        """From a worker's ``ordering`` object; ValueError names every problem."""
-        problems = validate_ordering_object(obj)
-        if problems:
-            raise ValueError("; ".join(problems))
-        alpha = obj.get("alpha", 1)
-        return cls(
-            alpha=AUTO if alpha == AUTO else Fraction(alpha).limit_denominator(10**6),
-            max_snapshot_bytes=obj.get("max_snapshot_bytes", DEFAULT_MAX_SNAPSHOT_BYTES),
-            cpu=obj.get("cpu", CPU_SIGNALS[0]),
-        )
-
-
-def validate_ordering_object(obj: Any) -> list[str]:
-    """Problems with a worker's ``ordering`` object, each naming its key."""
-    if not isinstance(obj, Mapping):
-        return [f"ordering: must be an object, got {type(obj).__name__}"]
-    problems = [f"ordering.{k}: unknown key (allowed: {', '.join(ORDERING_OBJECT_KEYS)})"
-                for k in obj if k not in ORDERING_OBJECT_KEYS]
-    mode = obj.get("mode", "buffering")
-    if mode not in MODES:
-        problems.append(f"ordering.mode: must be one of {', '.join(MODES)}, got {mode!r}")
-    if "alpha" in obj:
-        alpha = obj["alpha"]
-        if mode != "speculative":
-            problems.append("ordering.alpha: only with mode speculative")
-        elif alpha != AUTO and not (
-            isinstance(alpha, int | float) and not isinstance(alpha, bool) and math.isfinite(alpha) and 0 <= alpha <= 1
-        ):
-            problems.append(f'ordering.alpha: must be a number in [0, 1] or "auto", got {alpha!r}')
-    if "input_view" in obj:
-        if mode != "speculative":
-            problems.append("ordering.input_view: only with mode speculative")
-        elif obj["input_view"] not in INPUT_VIEWS:
-            problems.append(f"ordering.input_view: must be one of {', '.join(INPUT_VIEWS)}, got {obj['input_view']!r}")
-    if "cpu" in obj:
-        if obj.get("alpha") != AUTO:
-            problems.append('ordering.cpu: only with alpha "auto"')
-        elif obj["cpu"] not in CPU_SIGNALS:
-            problems.append(f"ordering.cpu: must be one of {', '.join(CPU_SIGNALS)}, got {obj['cpu']!r}")
-    if "max_snapshot_bytes" in obj:
-        cap = obj["max_snapshot_bytes"]
-        if not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0):
-            problems.append(f"ordering.max_snapshot_bytes: must be an integer >= 0, got {cap!r}")
-    return problems
-
-
-@dataclass
-class AlphaController:
-    """Run-time adaptation of alpha to the CPU that is free (seed 002 §4.4, Algorithm 3).
-
-    Every ``span`` the caller reports the busy factor ``b`` (the share of the span the
-    component spent working). Below ``low`` there is headroom: alpha halves (more
-    speculation), or, once halving would cross half the way from the last critical
-    alpha to 1, steps down by ``step``. Above ``high`` speculation costs more than the
-    CPU has: the current alpha is remembered and alpha goes back to 1 (buffering).
-    """
-
-    low: float = 0.8
-    high: float = 0.9
-    step: float = 0.05
-    alpha: float = 1.0
-    last_minimum: float = 1.0  # no critical alpha known yet: halve freely
-    slow: bool = False
-    resets: int = 0
-
-    def update(self, busy: float) -> float:
-        if busy > self.high:
-            self.last_minimum, self.alpha, self.slow = self.alpha, 1.0, False
-            self.resets += 1
-        elif busy < self.low:
-            if self.slow:
-                target = self.alpha - self.step
-            else:
-                target = self.alpha / 2
-                if (1 - self.last_minimum) / 2 > target:
-                    self.slow = True
-                    target = self.alpha - self.step
-            self.alpha = max(0.0, target)
-        return self.alpha
 
 
 class SpeculationTarget(Protocol):
@@ -186,49 +62,14 @@ class SpeculationTarget(Protocol):
     def process(self, events: list[dict]) -> None: ...
 
 
-class _SettlingUnit(OrderingUnit):
-    """The buffering unit inside: settles strictly below ``clk - K`` in both clock modes."""
-
-    def __init__(self, settings: OrderingSettings, streams: Sequence[str]) -> None:
-        super().__init__(settings, streams)
-        self._tie = 1
-
-    @property
-    def settled_key(self) -> tuple[float, int]:
-        """(ts, stream position) of the last event settled in order."""
-        return self._rel_key
-
-    def progress_of(self, pos: int) -> int | None:
-        """How far stream ``pos`` has come in this unit: its largest ts or promise."""
-        return self._prog[pos]
-
-    def clock_with(self, seen: Sequence[int | None]) -> int | None:
-        """clk as it would be if each stream had also come as far as ``seen`` (raw, unsettled input).
-
-        Watermark mode: the slowest running stream; max mode: the furthest clock stream. Never below clk.
-        """
-        progress = [p if s is None or (p is not None and p >= s) else s for p, s in zip(self._prog, seen, strict=True)]
-        if self._watermark:
-            running = [p for p, e in zip(progress, self._ended, strict=True) if not e]
-            if not running or None in running:
-                return self._clk
-            clk = min(running)  # type: ignore[type-var]
-        else:
-            ahead = [p for p, c in zip(progress, self._is_clock, strict=True) if c and p is not None]
-            if not ahead:
-                return self._clk
-            clk = max(ahead)
-        return clk if self._clk is None or clk > self._clk else self._clk
-
-
-class SpeculativeUnit:
+class SpeculativeUnit(RawInputs, PrematureEmission):
     """A buffering unit plus premature emission, snapshots and replay (seed 002, Algorithms 1-2).
 
     The buffer holds every event that is not settled yet, sorted by (ts, stream
     position, arrival), the buffering unit's order. ``self._aep`` counts the
     emitted entries at its front. The events emitted by one call go to the component
     in one batch, with one snapshot of its state before the batch (the first entry's;
-    the others are ``_SAME``): a state copy per event costs as much as the work itself
+    the others are ``SAME``): a state copy per event costs as much as the work itself
     for a component with a large state, and a batch keeps the component's
     array paths. An event landing inside a batch replays from the batch's start; what
     is emitted again unchanged withdraws nothing (``OutputStream.replay_from``). Two
@@ -245,9 +86,9 @@ class SpeculativeUnit:
     ) -> None:
         """``raw_streams``: inputs read in their producer's raw view (a speculative producer's unsettled
         tuples too, and its retractions, ``retract``); ``upstream_settled`` says which of them are final."""
-        if len(streams) >= 1 << _POS_BITS:
-            raise ValueError(f"a speculative unit takes fewer than {1 << _POS_BITS} inputs, got {len(streams)}")
-        self.inner = _SettlingUnit(settings, streams)
+        if len(streams) >= 1 << POS_BITS:
+            raise ValueError(f"a speculative unit takes fewer than {1 << POS_BITS} inputs, got {len(streams)}")
+        self.inner = SettlingUnit(settings, streams)
         self.settings = settings
         self.streams = self.inner.streams
         self.target = target
@@ -258,9 +99,9 @@ class SpeculativeUnit:
         self.controller: AlphaController | None = AlphaController() if alpha == AUTO else None
         self._watermark = settings.clock_mode == "watermark"
         self._pos = {s: i for i, s in enumerate(self.streams)}
-        self._keys: list[int] = []  # ``_key``s, sorted
+        self._keys: list[int] = []  # ``sort_key``s, sorted
         self._events: list[dict] = []
-        self._snaps: list[Any] = []  # bytes, _SAME or None, per emitted entry: the state before its batch (None: final)
+        self._snaps: list[Any] = []  # bytes, SAME or None, per emitted entry: the state before its batch (None: final)
         #: Settled events processed after the front entry's snapshot, before it (its batch's settled start):
         #: a restore to that snapshot processes them again first.
         self._front_prefix: list[dict] = []
@@ -313,13 +154,6 @@ class SpeculativeUnit:
         if self.controller is not None:
             self.alpha = self.controller.update(busy)
 
-    def reads_raw(self, stream: str) -> bool:
-        return self._raw[self._pos[stream]]
-
-    def settled_index(self, stream: str) -> int | None:
-        """The newest index of a raw input its producer has settled, as last told (None: every tuple is final)."""
-        return self._upstream_settled[self._pos[stream]]
-
     @property
     def k(self) -> int:
         return self.inner.k
@@ -345,11 +179,6 @@ class SpeculativeUnit:
     def emitted_unsettled(self) -> int:
         """Events the component has processed that may still be replayed (the AEP's position)."""
         return self._aep
-
-    @property
-    def oldest_snapshot(self) -> bytes | None:
-        """The snapshot a replay could go back to furthest (None: nothing emitted is unsettled)."""
-        return next((snap for snap in self._snaps if snap is not None and snap is not _SAME), None)
 
     @property
     def late_count(self) -> int:
@@ -392,77 +221,6 @@ class SpeculativeUnit:
             released.extend(self.inner.push(stream, final))
         return self._after(released)
 
-    def upstream_settled(self, stream: str, index: int | None) -> Released:
-        """A raw input's producer says its tuples up to ``index`` are final (None: all are); they go to the
-        settling unit, which may settle and emit."""
-        pos = self._pos[stream]
-        if index == self._upstream_settled[pos]:
-            return Released()
-        self._upstream_settled[pos] = index
-        return self._after(self._settle_input(pos))
-
-    def raw_promise(self, stream: str, ts: int) -> Released:
-        """A raw input's producer says its raw view has no older ``ts`` to come but through a retraction
-        (its ``raw_wm``). Like a raw event, it counts for emission only, never for settling: a quiet input
-        (a detector's rare hits) then holds the emission back no further than its producer's speculation."""
-        pos = self._pos[stream]
-        current = self._raw_promised[pos]
-        if not self._raw[pos] or (current is not None and ts <= current):
-            return Released()
-        self._raw_promised[pos] = ts
-        self._note_raw(pos)
-        return self._after(Released())
-
-    def retract(self, stream: str, after: int) -> Released:
-        """A raw input's producer withdrew its tuples after index ``after`` (seed 002 §4.3).
-
-        The withdrawn events leave the buffer; if the component had processed any of them, its state goes
-        back to the snapshot before the earliest and the rest is replayed, as for an out-of-order arrival.
-        Events not emitted yet are simply dropped. Nothing is emitted here: the replacements come as new
-        input next, and emitting before them would replay a second time.
-        """
-        pos = self._pos[stream]
-        self._raw_promised[pos] = None  # the producer's next meta says again how far its revised view has come
-        self._note_raw(pos)
-        pending = self._unsettled[pos]
-        keep = next((n for n, ev in enumerate(pending) if ev.get("i", -1) > after), len(pending))
-        gone = pending[keep:]
-        if not gone:
-            return Released()
-        del pending[keep:]
-        self._unsettled_max[pos] = max((ev["ts"] for ev in pending), default=None)
-        self._note_raw(pos)
-        self.retractions_received[pos] += 1
-        self.withdrawn_events[pos] += len(gone)
-        ids = {id(ev) for ev in gone}
-        at = [n for n, ev in enumerate(self._events) if id(ev) in ids]
-        if at and at[0] < self._aep:
-            # The replacements come no earlier than what is left of the input (it is in ts order): going back
-            # that far now spares a second replay when one of them lands in front of what was emitted since.
-            known = [ev["ts"] for ev in pending[-1:]] + [p for p in (self.inner.progress_of(pos),) if p is not None]
-            start = bisect_right(self._keys, _last_key(max(known), pos)) if known else 0
-            self._rewind(min(at[0], start), pos)
-        for n in reversed(at):
-            del self._keys[n], self._events[n]
-        return Released()
-
-    def _settle_input(self, pos: int) -> Released:
-        """Hand a raw input's events that became final to the settling unit."""
-        pending = self._unsettled[pos]
-        if not pending:
-            return Released()
-        settled = self._upstream_settled[pos]
-        cut = len(pending) if settled is None else next(
-            (n for n, ev in enumerate(pending) if ev.get("i", -1) > settled), len(pending))
-        if not cut:
-            return Released()
-        final = pending[:cut]
-        del pending[:cut]
-        if not pending:
-            self._unsettled_max[pos] = None
-            self._note_raw(pos)
-        return self.inner.push(self.streams[pos], final)
-
     def _insert(self, pos: int, events: Sequence[dict]) -> None:
         """Sort a batch into the buffer; one landing in front of the AEP makes the unit restore and replay."""
         rts, rpos = self.inner.settled_key
@@ -472,7 +230,7 @@ class SpeculativeUnit:
             self._seq += 1
             if ts < rts or (ts == rts and pos < rpos):
                 continue  # behind what is settled: late, reported by the inner unit
-            fresh.append((_key(ts, pos, self._seq), ev))
+            fresh.append((sort_key(ts, pos, self._seq), ev))
         if not fresh:
             return
         fresh.sort(key=itemgetter(0))  # keys are unique (arrival numbers): events are never compared
@@ -536,10 +294,10 @@ class SpeculativeUnit:
         the batch's snapshot), and so are the front batch's settled events before it (``_front_prefix``).
         """
         start = to
-        while start > 0 and self._snaps[start] is _SAME:
+        while start > 0 and self._snaps[start] is SAME:
             start -= 1
         snap = self._snaps[start]
-        if snap is None or snap is _SAME:  # pragma: no cover - every emitted, unsettled batch has one
+        if snap is None or snap is SAME:  # pragma: no cover - every emitted, unsettled batch has one
             raise AssertionError("speculative buffer: emitted entry without a snapshot")
         self.target.restore(snap)
         if start == 0 and self._front_prefix:  # final events: processed again, no snapshot needed
@@ -578,12 +336,12 @@ class SpeculativeUnit:
     def _settle_front(self, n: int) -> None:
         """The first ``n`` entries are settled: they leave the buffer with their snapshots. If a batch goes on
         after them, its snapshot moves to the new front, with its settled events kept to process again."""
-        if n < len(self._snaps) and self._snaps[n] is _SAME:
+        if n < len(self._snaps) and self._snaps[n] is SAME:
             start = n
-            while start > 0 and self._snaps[start] is _SAME:
+            while start > 0 and self._snaps[start] is SAME:
                 start -= 1
             snap = self._snaps[start]
-            assert snap is not None and snap is not _SAME
+            assert snap is not None and snap is not SAME
             self._held[id(snap)][1] += 1
             self._snaps[n] = snap
             self._front_prefix = (self._front_prefix if start == 0 else []) + self._events[start:n]
@@ -603,98 +361,9 @@ class SpeculativeUnit:
         if last + 1 != len(settled) + len(stray) or not stray:
             raise AssertionError("speculative buffer out of step with the buffering unit")
         if stray[0] < self._aep:
-            self._rewind(stray[0], _pos(self._keys[stray[0]]))
+            self._rewind(stray[0], key_pos(self._keys[stray[0]]))
         for n in reversed(stray):
             del self._keys[n], self._events[n]
-
-    def _emit_limit(self) -> float:
-        """Largest ts the speculation rule emits now (``ts + alpha*K <= clk``; strictly below in watermark mode).
-
-        With raw inputs clk counts their unsettled events too: what is emitted early may depend on them.
-        """
-        clk = self.inner.clock_with(self._raw_seen) if self._raw_seen_count else self.inner.clk
-        if clk is None:
-            return -math.inf
-        k = self.inner.k
-        if self._alpha_k is None or self._alpha_k[0] != k:  # K changes rarely: no Fraction product per event
-            ak = self._alpha * k
-            self._alpha_k = (k, math.floor(ak) + 1 if self._watermark else math.ceil(ak))
-        return clk - self._alpha_k[1]
-
-    def _note_raw(self, pos: int) -> None:
-        """A raw input's unsettled events or raw watermark changed: how far its raw view has come."""
-        top, promised = self._unsettled_max[pos], self._raw_promised[pos]
-        seen = top if promised is None or (top is not None and top >= promised) else promised
-        self._raw_seen_count += (seen is not None) - (self._raw_seen[pos] is not None)
-        self._raw_seen[pos] = seen
-
-    @property
-    def emitted_limit(self) -> int | None:
-        """Every event up to this ts has reached the component, prematurely or settled, and one that still
-        comes below it makes the unit replay: how far the component's raw output may be promised
-        (``raw_wm``). None: nothing yet."""
-        settled = self.inner.release_limit
-        if self.capped:
-            return settled
-        limit = self._emit_limit()
-        if self._aep < len(self._keys):
-            limit = min(limit, _ts(self._keys[self._aep]) - 1)
-        if limit == -math.inf or (settled is not None and limit <= settled):
-            return settled
-        return int(limit)
-
-    def _emit(self, everything: bool) -> None:
-        n = len(self._keys)
-        if self._aep >= n:
-            return
-        limit = math.inf if everything else self._emit_limit()
-        if _ts(self._keys[self._aep]) > limit:
-            return
-        stop = n if limit == math.inf else bisect_right(self._keys, _last_key(int(limit)))
-        if everything:  # the end: nothing can come any more, so nothing needs a snapshot
-            self.target.process(self._events[self._aep : stop])
-            self._snaps.extend([None] * (stop - self._aep))
-            self._aep = stop
-            return
-        snap = self._take_snapshot()
-        if self.snapshot_bytes > self.speculation.max_snapshot_bytes:  # stop speculating until settling frees
-            self._release_snapshot(snap)
-            if not self.capped:
-                self.capped = True
-                self.fallbacks += 1
-            return
-        self.capped = False
-        count = stop - self._aep
-        self._snaps.append(snap)
-        self._snaps.extend([_SAME] * (count - 1))
-        self.premature += count
-        self.target.process(self._events[self._aep : stop])
-        self._aep = stop
-
-    def _take_snapshot(self) -> bytes:
-        snap = self.target.snapshot()
-        self.snapshots_taken += 1
-        prev = next((s for s in reversed(self._snaps) if s is not _SAME), None)
-        if prev is not None and prev == snap:  # the state did not change: share the previous copy
-            snap = prev
-            self.snapshots_shared += 1
-        entry = self._held.get(id(snap))
-        if entry is None:
-            self._held[id(snap)] = [snap, 1]
-            self.snapshot_bytes += len(snap)
-            self.max_snapshot_bytes_seen = max(self.max_snapshot_bytes_seen, self.snapshot_bytes)
-        else:
-            entry[1] += 1
-        return snap
-
-    def _release_snapshot(self, snap: bytes | None) -> None:
-        if snap is None or snap is _SAME:
-            return
-        entry = self._held[id(snap)]
-        entry[1] -= 1
-        if not entry[1]:
-            del self._held[id(snap)]
-            self.snapshot_bytes -= len(snap)
 
     # ------------------------------------------------------------------ reporting
 
@@ -733,13 +402,6 @@ class SpeculativeUnit:
 
 
 __all__ = [
-    "AUTO",
-    "CPU_SIGNALS",
-    "INPUT_VIEWS",
-    "MODES",
-    "ORDERING_OBJECT_KEYS",
-    "SpeculationSettings",
     "SpeculationTarget",
     "SpeculativeUnit",
-    "validate_ordering_object",
 ]

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-#: ``wm`` of a stream that has ended (2^62, as ``pan.ordering.units.END_OF_STREAM``).
+#: ``wm`` of a stream that has ended (2^62; an ordering unit's end promise, ``pan.ordering.unit``).
 END_OF_STREAM = 2**62
 
 _NO_WATERMARK = -(2**63)

@@ -7,7 +7,8 @@ from benchmarks import ordering_bench
 
 
 def test_both_forms_release_the_same_ids_in_the_same_order() -> None:
-    from pan.ordering.units import OrderingSettings, OrderingUnit
+    from pan.ordering.settings import OrderingSettings
+    from pan.ordering.unit import OrderingUnit
 
     streams, batches = ordering_bench.make_input(8_000, 4, 50, 0.05)
     released = {}

@@ -18,7 +18,8 @@ import orjson
 import pytest
 
 from pan.components.testing import build_component, output_tuples
-from pan.ingest.server import END_OF_STREAM, send_lines
+from pan.ingest.lines import END_OF_STREAM
+from pan.ingest.server import send_lines
 from pan.input.local import LocalPublishers
 from pan.repository.server import RepositoryServer
 from pan.wire import arrow_pages

@@ -1,4 +1,5 @@
-"""Detection policies (docs/policies.md): the generic plumbing in pan/components/ordered.py.
+"""Detection policies (docs/policies.md): the generic plumbing of ordered components, the ``policy`` key
+(pan/components/ordered_spec.py) and the ``input_lost`` hook (pan/components/input_loss.py).
 
 The ``policy`` key is validated for every ordered component, and a component
 hears of lost input through ``input_lost``: runs of missing indices in an input

@@ -191,13 +191,13 @@ def test_q2_reference_equals_streaming_on_a_generated_match(spark: Any, tmp_path
 
 def test_default_heartbeat_period_is_the_simulators() -> None:
     from simulator.simulate import HEARTBEAT_PS
-    from workers.reference_q2 import HEARTBEAT_MS
+    from workers.reference_q2_interruptions import HEARTBEAT_MS
 
     assert HEARTBEAT_MS * 10**9 == HEARTBEAT_PS
 
 
 def test_ball_silence_is_the_possession_components() -> None:
     from workers.possession import BALL_SILENCE_PS
-    from workers.reference_q2 import SILENCE_PS
+    from workers.reference_q2_possession import SILENCE_PS
 
     assert SILENCE_PS == BALL_SILENCE_PS == PS_PER_S

@@ -8,7 +8,9 @@ import pytest
 from pan.config.specs import WorkflowError
 from pan.ingest.decoders import JSON_ROWS, RowDecoder, decoder_types
 from pan.ingest.schema import MISSING_FIELD, NOT_INT64
-from pan.ingest.server import Connection, IngestServer, IngestSettings, send_lines
+from pan.ingest.server import IngestServer, send_lines
+from pan.ingest.settings import IngestSettings
+from pan.ingest.streams import Connection
 from pan.repository.server import RepositoryServer
 from pan.workflow.parser import parse_workflow
 from simulator.debs_rows import DebsCsvDecoder

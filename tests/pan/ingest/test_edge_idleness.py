@@ -21,8 +21,11 @@ from typing import Any
 import orjson
 import pytest
 
-from pan.ingest.server import END_OF_STREAM, Connection, IngestServer, IngestSettings, promise_line
-from pan.ordering.units import PS_PER_MS
+from pan.ingest.lines import END_OF_STREAM, promise_line
+from pan.ingest.server import IngestServer
+from pan.ingest.settings import IngestSettings
+from pan.ingest.streams import Connection
+from pan.ordering.picoseconds import PS_PER_MS
 from pan.repository.server import RepositoryServer
 from simulator.debs_rows import DebsCsvDecoder
 from simulator.simulate import SimulateOptions, simulate
@@ -115,7 +118,7 @@ def test_ended_streams_and_promise_senders() -> None:
 
 @pytest.mark.parametrize("value", [-1, 1.5, "5000"])
 def test_idle_after_ms_is_checked(value: object) -> None:
-    from pan.ingest.server import parse_ingest_params
+    from pan.ingest.settings import parse_ingest_params
 
     _settings, problems = parse_ingest_params({"idle_after_ms": value}, ["SENSOR4"])
     assert problems and problems[0].startswith("idle_after_ms:")

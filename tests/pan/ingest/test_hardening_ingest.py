@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from pan.buffers.streams import OutputStream
 from pan.config.specs import WorkflowError
 from pan.http.web import free_port
-from pan.ingest.server import END_OF_STREAM, promise_line, send_lines
+from pan.ingest.lines import END_OF_STREAM, promise_line
+from pan.ingest.server import send_lines
 from pan.repository.server import RepositoryServer
 from pan.wire.progress import EMPTY
 from pan.worker.worker import Worker

@@ -16,16 +16,11 @@ import orjson
 import pytest
 
 from pan.ingest.decoders import encode_batches, encode_rows
+from pan.ingest.lines import END_OF_STREAM
 from pan.ingest.schema import INT64_MAX, INT64_MIN, TS_LIMIT
-from pan.ingest.server import (
-    BLOCK_MIN_LINES,
-    END_OF_STREAM,
-    Connection,
-    IngestServer,
-    IngestSettings,
-    parse_ingest_params,
-    send_lines,
-)
+from pan.ingest.server import IngestServer, send_lines
+from pan.ingest.settings import BLOCK_MIN_LINES, IngestSettings, parse_ingest_params
+from pan.ingest.streams import Connection
 from pan.repository.server import RepositoryServer
 from pan.wire.int_csv import FORMAT_MAX_ROWS, RowBlock, parse_block, render
 from simulator.debs_rows import CSV_LAYOUT, SENSOR_FIELDS, DebsCsvDecoder

@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from pan.config.specs import WorkflowError
-from pan.ingest.server import END_OF_STREAM
-from pan.ordering.units import OrderingSettings
+from pan.ingest.lines import END_OF_STREAM
+from pan.ordering.settings import OrderingSettings
 from pan.repository.server import RepositoryServer
 from pan.worker.worker import Worker
 from simulator.impair import ImpairProfile

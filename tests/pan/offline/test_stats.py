@@ -15,7 +15,8 @@ import pytest
 from pan.cli import main
 from pan.http.web import free_port
 from pan.offline.stats import delay_profile
-from pan.ordering.units import OrderingSettings, OrderingUnit, k_from_profile, load_profile
+from pan.ordering.settings import OrderingSettings, k_from_profile, load_profile
+from pan.ordering.unit import OrderingUnit
 from pan.repository.server import RepositoryServer
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, wait_until
 

@@ -1,4 +1,4 @@
-"""Ordering unit (pan/ordering/units.py): the seed examples, properties, quiet clocks, notices, settings."""
+"""Ordering unit (pan/ordering/unit.py): the seed examples, properties, quiet clocks, notices, settings."""
 
 from __future__ import annotations
 
@@ -9,16 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pan.ordering.units import (
-    DELAY_BUCKETS_PS,
-    END_OF_STREAM,
-    OrderingSettings,
-    OrderingUnit,
-    Released,
-    k_from_profile,
-    load_profile,
-    validate_ordering_params,
-)
+from pan.ordering.delays import DELAY_BUCKETS_PS
+from pan.ordering.released import Released
+from pan.ordering.settings import OrderingSettings, k_from_profile, load_profile, validate_ordering_params
+from pan.ordering.unit import OrderingUnit
+from pan.wire.progress import END_OF_STREAM
 
 # ----------------------------------------------------------------------------- helpers
 

@@ -9,7 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pan.ordering.units import END_OF_STREAM, OrderingSettings, OrderingUnit, Released
+from pan.ordering.released import Released
+from pan.ordering.settings import OrderingSettings
+from pan.ordering.unit import OrderingUnit
+from pan.wire.progress import END_OF_STREAM
 
 STREAMS = ["a", "b", "c", "d"]
 MS = 10**9

@@ -315,7 +315,8 @@ async def merge_of_two_sensors(
 
 async def test_end_lines_end_the_streams(repository: RepositoryServer, workers: WorkerGroup) -> None:
     """The end of the data is said explicitly and seen from the data: no wall-clock flush is needed."""
-    from pan.ingest.server import END_OF_STREAM, promise_line, send_lines
+    from pan.ingest.lines import END_OF_STREAM, promise_line
+    from pan.ingest.server import send_lines
 
     fwd, producer, merger = await merge_of_two_sensors(repository, workers)
     rows = {sid: [f"{sid},{t},0,0,0,0,0,0,0,0,0,0,0".encode() for t in range(sid, 400, 10)] for sid in (4, 8)}
@@ -337,7 +338,8 @@ async def test_a_promise_line_releases_a_sensor_that_sends_nothing(
     repository: RepositoryServer, workers: WorkerGroup
 ) -> None:
     """SENSOR8 never sends a row; its promise lets the merge follow SENSOR4 without any idle timeout."""
-    from pan.ingest.server import promise_line, send_lines
+    from pan.ingest.lines import promise_line
+    from pan.ingest.server import send_lines
 
     fwd, producer, merger = await merge_of_two_sensors(repository, workers)
     _, writer = await asyncio.open_connection("127.0.0.1", fwd["params"]["ingest_port"])  # SENSOR4 stays connected

@@ -7,7 +7,10 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pan.ordering.units import END_OF_STREAM, OrderingSettings, OrderingUnit, Released
+from pan.ordering.released import Released
+from pan.ordering.settings import OrderingSettings
+from pan.ordering.unit import OrderingUnit
+from pan.wire.progress import END_OF_STREAM
 
 WATERMARK = OrderingSettings(clock_mode="watermark")
 

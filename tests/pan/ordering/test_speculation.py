@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from pan.buffers.streams import OutputStream
-from pan.ordering.speculation import SpeculationSettings, SpeculativeUnit, validate_ordering_object
-from pan.ordering.units import OrderingSettings, OrderingUnit
+from pan.ordering.settings import OrderingSettings
+from pan.ordering.speculation import SpeculativeUnit
+from pan.ordering.speculation_settings import SpeculationSettings, validate_ordering_object
+from pan.ordering.unit import OrderingUnit
 
 
 class Detector:
@@ -266,7 +268,7 @@ def test_a_speculative_worker_reads_raw_unless_told_otherwise() -> None:
 
 def test_alpha_adaptation_follows_algorithm_3() -> None:
     """Halve while there is headroom, back to 1 when busy, then halve down to the bisection line and step."""
-    from pan.ordering.speculation import AlphaController
+    from pan.ordering.alpha_controller import AlphaController
 
     control = AlphaController(low=0.8, high=0.9, step=0.05)
     assert [control.update(0.5) for _ in range(3)] == [0.5, 0.25, 0.125]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pan.ingest.server import END_OF_STREAM, promise_line
+from pan.ingest.lines import END_OF_STREAM, promise_line
 from pan.input.subscriber import StreamSubscriber
 from pan.repository.server import RepositoryServer
 from pan.workflow.parser import parse_workflow

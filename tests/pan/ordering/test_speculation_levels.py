@@ -28,7 +28,7 @@ import pytest
 from pan.components.catalog import register
 from pan.components.ordered import OrderedComponent
 from pan.config.specs import WorkerSpec
-from pan.ingest.server import END_OF_STREAM, promise_line
+from pan.ingest.lines import END_OF_STREAM, promise_line
 from pan.repository.server import RepositoryServer
 from pan.worker.worker import Worker
 from pan.workflow.parser import parse_workflow

@@ -119,15 +119,15 @@ async def test_an_end_right_after_data_wakes_meta_waiting_long_polls_at_once() -
 def test_a_reader_missed_a_poke_for_an_end_or_for_a_watermark_of_a_quiet_stream(monkeypatch) -> None:
     """What `/data?m=1&wm=` answers at once for (pan/worker/api.py): the pokes ``publish`` makes, had the reader
     been waiting. A busy stream's moved watermark pokes no one, so a reader has missed nothing there."""
-    from pan.buffers import streams
+    from pan.buffers import watermarks
 
     out = OutputStream("s")
     out.append({"v": 0})
     out.publish(StreamProgress(wm=5))
-    monkeypatch.setattr(streams, "WM_QUIET_S", 3600.0)  # the stream is busy: its data carries the watermark
+    monkeypatch.setattr(watermarks, "WM_QUIET_S", 3600.0)  # the stream is busy: its data carries the watermark
     assert not out.missed_poke(None) and not out.missed_poke(3) and not out.missed_poke(5)
-    monkeypatch.setattr(streams, "WM_QUIET_S", 0.0)  # quiet: the watermark's poke went before the poll
+    monkeypatch.setattr(watermarks, "WM_QUIET_S", 0.0)  # quiet: the watermark's poke went before the poll
     assert out.missed_poke(None) and out.missed_poke(3) and not out.missed_poke(5)
-    monkeypatch.setattr(streams, "WM_QUIET_S", 3600.0)
+    monkeypatch.setattr(watermarks, "WM_QUIET_S", 3600.0)
     out.publish(StreamProgress(wm=END_OF_STREAM))  # an end is always announced, busy or not
     assert out.missed_poke(5) and out.missed_poke(None) and not out.missed_poke(END_OF_STREAM)
