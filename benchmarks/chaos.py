@@ -1,7 +1,7 @@
 """`pan bench chaos`: a full-game replay under a seeded schedule of faults, checked against an undisturbed run.
 
 The workflow is the shipped 3-peer full game plus two peers of level-1
-repeaters of some leaf output streams (`chaos_parts.chaos_workflow`). The
+repeaters of some leaf output streams (`chaos_workflow.chaos_workflow`). The
 repository and every peer run as processes of their own (not under `pan run`,
 whose children cannot be restarted one by one); the simulator feeds the data
 (`pan simulate`, in real time by default) and two recording processes
@@ -12,13 +12,13 @@ First an undisturbed reference run, then per seed the same data on the same
 workflow while faults hit the processes one after the other:
 
 * **pause**: SIGSTOP, then SIGCONT after a seeded duration, of any process
-  (producing peers only briefly: see ``chaos_parts.PRODUCER_PAUSE_S``);
+  (producing peers only briefly: see ``chaos_schedule.PRODUCER_PAUSE_S``);
 * **restart**: SIGKILL, then a new process with the same command line, of
   the repository or a repeater peer;
 * **drop**: every established TCP connection to or from the process's HTTP
   ports aborted at once (`ss -K`; needs root, otherwise left out);
 * **stall**: SIGSTOP, then SIGCONT, of the consumer: the producer of some leaf
-  streams keeps a tight buffer (``chaos_parts.TIGHT_WORKERS``), and those
+  streams keeps a tight buffer (``chaos_workflow.TIGHT_WORKERS``), and those
   streams are recorded by a process of their own (light enough to keep up
   when undisturbed), which loses tuples it must report as missed.
 
@@ -45,8 +45,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import chaos_parts as parts
 from benchmarks import common, query_delay
+from benchmarks.chaos_cluster import GRACE_S, HEALTH_BOUND_S, START_TIMEOUT_S, Cluster
+from benchmarks.chaos_compare import compare, totals
+from benchmarks.chaos_faults import drop_supported, max_health, run_schedule
+from benchmarks.chaos_recorder import CONSUMER, MAX_DRAIN_S
+from benchmarks.chaos_schedule import OTHER_PAUSE_S, PRODUCER_PAUSE_S, RESTART_DOWN_S, STALL_S, Fault, make_schedule
+from benchmarks.chaos_workflow import (
+    COVERING_BUFFER,
+    DEFAULT_REPEATED,
+    REPEATER_PEERS,
+    TIGHT_BUFFER,
+    TIGHT_WORKERS,
+    chaos_workflow,
+)
 from pan.util import eventloop
 
 HELP = "fault injection (pause, kill-and-restart, dropped connections, stalled consumer) during a full-game replay"
@@ -73,9 +85,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", type=Path, metavar="DIR", help="keep recordings and process logs in DIR")
     p.add_argument("--speedup", type=float, default=DEFAULT_SPEEDUP,
                    help=f"event-time factor of the feed; 0 = unpaced (default {DEFAULT_SPEEDUP:g}: real time)")
-    p.add_argument("--health-bound", type=float, default=parts.HEALTH_BOUND_S, metavar="S",
+    p.add_argument("--health-bound", type=float, default=HEALTH_BOUND_S, metavar="S",
                    help=f"every process must answer /health this soon after each fault "
-                   f"(default {parts.HEALTH_BOUND_S:g}; tests on a loaded machine pass a larger one)")
+                   f"(default {HEALTH_BOUND_S:g}; tests on a loaded machine pass a larger one)")
     query_delay.add_replay_arguments(p, f"20 s of match, split without Spark, {QUICK_FAULTS} faults per seed")
 
 
@@ -83,22 +95,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def run_once(
-    workflow: Path, data: Path, out: Path, faults: list[parts.Fault], bound_s: float, speedup: float
+    workflow: Path, data: Path, out: Path, faults: list[Fault], bound_s: float, speedup: float
 ) -> dict[str, Any]:
     """Start the cluster, record, feed ``data``, apply ``faults`` meanwhile, drain and stop.
 
     Without faults (the reference) every process's /health is probed every
     ``CONTROL_PROBE_S`` instead: the latencies the faults are weighed against.
     """
-    cluster = parts.Cluster(workflow, out / "logs")
+    cluster = Cluster(workflow, out / "logs")
     streams = output_streams(cluster)
     repeated = sorted({s for spec in cluster.workflow.workers if spec.type == "repeater" for s in spec.inputs})
     recorders = {name: common.Child(
-        [sys.executable, "-m", "benchmarks.chaos_parts", "record", str(workflow), str(out / "record"), "--name", name,
-         *(["--tight"] if name == parts.CONSUMER else [])],
-        stdin=True, startup_s=parts.START_TIMEOUT_S, grace_s=parts.GRACE_S) for name in (RECORDER, parts.CONSUMER)}
+        [sys.executable, "-m", "benchmarks.chaos_recorder", "record", str(workflow), str(out / "record"), "--name",
+         name, *(["--tight"] if name == CONSUMER else [])],
+        stdin=True, startup_s=START_TIMEOUT_S, grace_s=GRACE_S) for name in (RECORDER, CONSUMER)}
     feeder = common.Child([sys.executable, "-m", "pan", "simulate", "--workflow", str(workflow), "--data", str(data),
-                           "--speedup", f"{speedup:g}", "--quiet"], ready=False, grace_s=parts.GRACE_S)
+                           "--speedup", f"{speedup:g}", "--quiet"], ready=False, grace_s=GRACE_S)
     result: dict[str, Any] = {"hang": None, "faults": [], "feed": {}, "recorder_quiet": False}
     chaos: asyncio.Task[list[dict[str, Any]]] | None = None
     started = time.monotonic()
@@ -111,7 +123,7 @@ async def run_once(
                 cluster.outside[name] = recorder.pid
             await feeder.start()
             t0 = time.monotonic()
-            work = parts.run_schedule(faults, cluster, t0) if faults else control_probes(cluster, t0, feeder)
+            work = run_schedule(faults, cluster, t0) if faults else control_probes(cluster, t0, feeder)
             chaos = asyncio.create_task(work, name="chaos")
             assert feeder.process is not None and feeder.process.stdout is not None
             feed_out = await feeder.process.stdout.read()
@@ -124,7 +136,7 @@ async def run_once(
                 result["control_health_s"] = [p["max_s"] for p in await chaos]
             for recorder in recorders.values():
                 await recorder.send(b"drain")
-            answers = [await r.readline(parts.MAX_DRAIN_S + FEED_GRACE_S) for r in recorders.values()]
+            answers = [await r.readline(MAX_DRAIN_S + FEED_GRACE_S) for r in recorders.values()]
             result["recorder_quiet"] = all(answer.strip() == b"done" for answer in answers)
         result["hang"] = False
     except TimeoutError:
@@ -149,7 +161,7 @@ async def run_once(
     return result
 
 
-async def control_probes(cluster: parts.Cluster, t0: float, feeder: common.Child) -> list[dict[str, Any]]:
+async def control_probes(cluster: Cluster, t0: float, feeder: common.Child) -> list[dict[str, Any]]:
     """While the feed runs: every ``CONTROL_PROBE_S``, how long until every process answered /health."""
     probes = []
     while feeder.process is not None and feeder.process.returncode is None:
@@ -161,7 +173,7 @@ async def control_probes(cluster: parts.Cluster, t0: float, feeder: common.Child
     return probes
 
 
-def output_streams(cluster: parts.Cluster) -> list[str]:
+def output_streams(cluster: Cluster) -> list[str]:
     from simulator.replay import output_streams as streams_of
 
     return streams_of(cluster.workflow)
@@ -186,11 +198,11 @@ def fault_targets(cluster_workflow: Path, drop: bool) -> tuple[dict[str, list[st
     from pan.workflow.parser import load_workflow
 
     peers = list(load_workflow(cluster_workflow).peers())
-    repeaters = [p for p in peers if p in parts.REPEATER_PEERS]
-    producers = frozenset(p for p in peers if p not in parts.REPEATER_PEERS)
+    repeaters = [p for p in peers if p in REPEATER_PEERS]
+    producers = frozenset(p for p in peers if p not in REPEATER_PEERS)
     everyone = ["repository", *peers]
     targets = {"pause": everyone, "restart": ["repository", *repeaters], "drop": everyone if drop else [],
-               "stall": [parts.CONSUMER]}
+               "stall": [CONSUMER]}
     return targets, producers
 
 
@@ -216,7 +228,7 @@ def checks(
 def seed_result(
     seed: int, run: dict[str, Any], reference: dict[str, Any], ref_dir: Path, run_dir: Path, health_bound_s: float
 ) -> dict[str, Any]:
-    streams = parts.compare(ref_dir / "record", run_dir / "record", run["recorded"]) if run["recorded"] else {}
+    streams = compare(ref_dir / "record", run_dir / "record", run["recorded"]) if run["recorded"] else {}
     health = [v for fault in run["faults"] for v in fault["health_s"].values()]
     return {
         "seed": seed,
@@ -228,7 +240,7 @@ def seed_result(
         "wall_s": run["wall_s"],
         "hang": run["hang"],
         "crashed": run["crashed"],
-        "totals": parts.totals(streams) if streams else {},
+        "totals": totals(streams) if streams else {},
         # per stream only where something happened: lost / duplicated / reported / changed / resets
         "streams": {name: row for name, row in streams.items()
                     if not row["identical"] or row["reported"] or row["resets"]},
@@ -254,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
 
 def measure(
     source: Path, data: Path, work: Path, seeds: list[int], count: int, *, speedup: float = DEFAULT_SPEEDUP,
-    match: str = "", health_bound_s: float = parts.HEALTH_BOUND_S,
+    match: str = "", health_bound_s: float = HEALTH_BOUND_S,
 ) -> dict[str, Any]:
     """The reference run, then one disturbed run per seed; the whole results object."""
     try:
@@ -267,19 +279,19 @@ async def _measure(
     source: Path, data: Path, work: Path, seeds: list[int], count: int, speedup: float, match: str,
     health_bound_s: float,
 ) -> dict[str, Any]:
-    workflow = parts.chaos_workflow(source, work / "chaos-workflow.json")
-    drop = parts.drop_supported()
+    workflow = chaos_workflow(source, work / "chaos-workflow.json")
+    drop = drop_supported()
     targets, producers = fault_targets(workflow, drop)
     results: dict[str, Any] = {
         **common.run_header(SECTION),
         "config": {"workflow": Path(source).name, "match": match, "speedup": speedup, "seeds": seeds,
                    "faults_per_seed": count,
-                   "repeated_streams": list(parts.DEFAULT_REPEATED), "repeater_peers": list(parts.REPEATER_PEERS),
+                   "repeated_streams": list(DEFAULT_REPEATED), "repeater_peers": list(REPEATER_PEERS),
                    "targets": targets, "drop": "ss -K" if drop else "unavailable (needs root and ss)",
-                   "health_bound_s": health_bound_s, "producer_pause_s": list(parts.PRODUCER_PAUSE_S),
-                   "other_pause_s": list(parts.OTHER_PAUSE_S), "restart_down_s": list(parts.RESTART_DOWN_S),
-                   "stall_s": list(parts.STALL_S), "covering_buffer": parts.COVERING_BUFFER,
-                   "tight_workers": list(parts.TIGHT_WORKERS), "tight_buffer": parts.TIGHT_BUFFER},
+                   "health_bound_s": health_bound_s, "producer_pause_s": list(PRODUCER_PAUSE_S),
+                   "other_pause_s": list(OTHER_PAUSE_S), "restart_down_s": list(RESTART_DOWN_S),
+                   "stall_s": list(STALL_S), "covering_buffer": COVERING_BUFFER,
+                   "tight_workers": list(TIGHT_WORKERS), "tight_buffer": TIGHT_BUFFER},
     }
     print("chaos: reference run", file=sys.stderr, flush=True)
     reference = await run_once(workflow, data, work / "reference", [], REFERENCE_BOUND_S, speedup)
@@ -296,7 +308,7 @@ async def _measure(
     results["config"].update(window_s=round(window, 1), bound_s=round(bound, 1))
     results["seeds"] = []
     for seed in seeds:
-        faults = parts.make_schedule(seed, targets, window, count, producers)
+        faults = make_schedule(seed, targets, window, count, producers)
         print(f"chaos: seed {seed}: {len(faults)} faults", file=sys.stderr, flush=True)
         run_dir = work / f"seed-{seed}"
         disturbed = await run_once(workflow, data, run_dir, faults, bound, speedup)
@@ -348,7 +360,7 @@ def report(results: dict[str, Any]) -> str:
                          k for k, ok in s["checks"].items() if not ok) + "**"])
     fault_rows = [[s["seed"], f["kind"], f["target"], f"{f['started_s']:.1f}", f"{f['duration_s']:.2f}",
                    restart_cell(f), f.get("connections_dropped", "-"),
-                   f"{parts.max_health(f):.3f}" if parts.max_health(f) is not None else "**none**",
+                   f"{max_health(f):.3f}" if max_health(f) is not None else "**none**",
                    max(f["health_s"], key=lambda n: f["health_s"][n] or 1e9)]
                   for s in results["seeds"] for f in s["faults"]]
     lines = [

@@ -44,7 +44,7 @@ import orjson
 
 from benchmarks import chromium, common
 from benchmarks.query_delay import ROOT, SEND_LOG, delays, on_free_ports_copy, plain_split
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.input.subscriber import StreamSubscriber
 from pan.util import eventloop
 
@@ -203,7 +203,8 @@ async def phases(args: argparse.Namespace, workflow: Path, repository: str, done
 async def measure(args: argparse.Namespace, work: Path, data: Path) -> tuple[list[Phase], dict[str, Any]]:
     from pan.workflow.parser import load_workflow
     from simulator.replay import replay
-    from simulator.simulate import SimulateOptions, simulate
+    from simulator.simulate import simulate
+    from simulator.simulate_options import SimulateOptions
 
     path = on_free_ports_copy(ROOT / "workflows" / "full_game_3_peers.json", work)
     workflow = load_workflow(path)

@@ -103,7 +103,7 @@ class PanSystem:
         self.ingest_port = 0
 
     def workflow(self) -> dict[str, Any]:
-        from pan.http.web import free_port
+        from pan.http.addresses import free_port
 
         self.repo_port, self.ingest_port = free_port(), free_port()
         workers: list[dict[str, Any]] = [

@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from benchmarks import common
-from benchmarks.runtime_bench import MEMORY_STREAMS, MEMORY_TUPLES, bench_memory
+from benchmarks.runtime_memory import MEMORY_STREAMS, MEMORY_TUPLES, bench_memory
 from pan.buffers.column_ring import hot_rows_for
 from pan.util import eventloop
 

@@ -109,7 +109,8 @@ async def receive(workflow_path: Path, data: Path, work: Path, streams: list[str
     """
     from pan.workflow.parser import load_workflow
     from simulator.replay import replay
-    from simulator.simulate import SimulateOptions, simulate
+    from simulator.simulate import simulate
+    from simulator.simulate_options import SimulateOptions
 
     workflow = load_workflow(workflow_path)
     options = SimulateOptions(workflow=workflow, data_dir=data, speedup=1.0, send_log=work / SEND_LOG)

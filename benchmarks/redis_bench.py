@@ -45,7 +45,7 @@ class RedisServer:
         self.port = 0
 
     async def start(self) -> fanout.System:
-        from pan.http.web import free_port
+        from pan.http.addresses import free_port
 
         self.port = free_port()
         args = ["redis-server", "--bind", common.HOST, "--port", str(self.port), "--save", "", "--appendonly", "no",

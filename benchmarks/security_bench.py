@@ -27,16 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common, wire_bench
-from benchmarks.runtime_bench import (
+from benchmarks.runtime_throughput import rate_summary
+from benchmarks.runtime_worker import HOST
+from benchmarks.runtime_workload import (
     THROUGHPUT_STREAM,
     WorkerProcess,
     cpu_seconds,
     fill,
-    rate_summary,
     sensor_lines,
     sensor_tails,
 )
-from benchmarks.runtime_worker import HOST
 
 HELP = "tuples/s of one subscriber reading an open, a token-guarded, an HTTPS and a token+HTTPS worker (issue 14)"
 SECTION_NAME = "security-bench"

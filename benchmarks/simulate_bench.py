@@ -137,7 +137,7 @@ async def replay_once(wf_path: Path, folder: Path, http_port: int, total: int, r
 
 
 async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    from pan.http.web import free_port
+    from pan.http.addresses import free_port
 
     folder = tmp / "split"
     folder.mkdir()

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
-from benchmarks.ordering_modes import prepare_data, spread
+from benchmarks.ordering_modes import prepare_data
+from benchmarks.ordering_modes_summary import spread
 from benchmarks.query_delay import load_avg
 from pan.util import eventloop
 
@@ -162,7 +163,8 @@ async def replay_once(workflow_path: Path, data: Path, work: Path, impair: Path,
     from pan.workflow.parser import load_workflow
     from simulator.impair import ImpairProfile
     from simulator.replay import replay
-    from simulator.simulate import SimulateOptions, simulate
+    from simulator.simulate import simulate
+    from simulator.simulate_options import SimulateOptions
 
     workflow = load_workflow(workflow_path)
     send_log = work / "send.csv"

@@ -25,16 +25,16 @@ from itertools import product
 from typing import TYPE_CHECKING, Any
 
 from benchmarks import common
-from benchmarks.runtime_bench import (
+from benchmarks.runtime_throughput import rate_summary
+from benchmarks.runtime_worker import HOST
+from benchmarks.runtime_workload import (
     THROUGHPUT_STREAM,
     WorkerProcess,
     cpu_seconds,
     fill,
-    rate_summary,
     sensor_lines,
     sensor_tails,
 )
-from benchmarks.runtime_worker import HOST
 
 if TYPE_CHECKING:  # imported where used: `pan` imports every benchmark module on start
     import aiohttp

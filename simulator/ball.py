@@ -16,7 +16,7 @@ import numpy as np
 from simulator import geometry as geo
 from simulator.debs import BALL_RADIUS
 from simulator.motion import KIND_INDEX
-from simulator.plan import Kick, Session
+from simulator.plan_script import Kick, Session
 
 KICK_OFFSET = 0.22  # m, ball centre ahead of the kicking leg sensor
 SPIKE_S = 0.002  # s, how long a kick's acceleration spike lasts (4 ball samples)

@@ -28,7 +28,8 @@ from simulator.debs import (
     PLAYER_PERIOD_PS,
     PS_PER_S,
 )
-from simulator.plan import Session, plan_session
+from simulator.plan import plan_session
+from simulator.plan_script import Session
 from simulator.sampling import slice_rows
 from simulator.slices import fork_pool, slice_jobs, write_slices
 from simulator.truth import Truth, add_session, write_truth

@@ -25,7 +25,8 @@ from pan.workflow.preflight import ports_in_use
 from simulator.backpressure import FeedBrake
 from simulator.impair import ImpairProfile, ProfileError
 from simulator.replay import PACED, SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S, UNPACED, replay
-from simulator.simulate import CONNECT_TIMEOUT_S, GIVE_UP_S, SimulateError, SimulateOptions, simulate
+from simulator.simulate import simulate
+from simulator.simulate_options import CONNECT_TIMEOUT_S, GIVE_UP_S, SimulateError, SimulateOptions
 from simulator.sources import sensor_files
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from simulator import rball
 from simulator.debs import ENTITIES, PS_PER_S
 from simulator.motion import KIND_INDEX
-from simulator.rplay import Played
+from simulator.rplay_records import Played
 from simulator.sampling import _rows, _units
 
 PLAYER_PERIOD_MS = (4.6, 5.0)

@@ -12,7 +12,7 @@ import numpy as np
 from simulator.ball import MOVE, SPIKE_S
 from simulator.debs import BALL_PERIOD_PS, ENTITIES, PLAYER_PERIOD_PS, PS_PER_S
 from simulator.motion import KIND_INDEX
-from simulator.plan import Session
+from simulator.plan_script import Session
 
 UNIT = 10_000
 NOISE_A = 0.25  # m/s^2, accelerometer noise of a ball between kicks

@@ -16,7 +16,8 @@ from pan.util import eventloop
 from pan.workflow.parser import load_workflow
 from simulator.clock import LocalTime, SkewedTime, TimeProvider
 from simulator.impair import ImpairProfile, ProfileError
-from simulator.simulate import GIVE_UP_S, SimulateError, SimulateOptions, simulate
+from simulator.simulate import simulate
+from simulator.simulate_options import GIVE_UP_S, SimulateError, SimulateOptions
 from simulator.wtt import DEFAULT_PORT, parse_address
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from simulator import geometry as geo
 from simulator.ball import KickResult
 from simulator.debs import ENTITIES, PS_PER_S
-from simulator.plan import Session
+from simulator.plan_script import Session
 
 RESUME_LEAD_PS = 200 * 10**9  # an interruption ends 0.2 s before the restart kick
 

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from pan.config.specs import Workflow
 from pan.config.trust import Trust
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.input.local import LocalPublishers
 from pan.launch.lifeline import shared_lifeline
 from pan.repository.server import RepositoryServer

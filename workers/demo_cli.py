@@ -27,7 +27,8 @@ from pan.workflow.parser import load_workflow
 from pan.workflow.preflight import ports_in_use
 from simulator.realistic import generate
 from simulator.replay import SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S, WorkflowStopped, replay
-from simulator.simulate import SimulateOptions, simulate
+from simulator.simulate import simulate
+from simulator.simulate_options import SimulateOptions
 from simulator.split import split
 from workers import shipped
 from workers.dashboard.cli import serve

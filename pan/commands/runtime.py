@@ -16,7 +16,7 @@ import orjson
 from pan.commands.connect import ConnectError, add_connection_arguments, connection, missing_stream, registered_streams
 from pan.config.specs import Workflow, WorkflowError
 from pan.config.trust import Trust
-from pan.http.web import is_host
+from pan.http.addresses import is_host
 from pan.input.fetcher import default_wire
 from pan.input.subscriber import StreamSubscriber, SubscriberError
 from pan.launch.launcher import (

@@ -28,7 +28,7 @@ import orjson
 
 from pan.buffers.column_ring import MIN_HOT
 from pan.buffers.row_store import RowTable
-from pan.http.web import BadRequest, NotFound
+from pan.http.responses import BadRequest, NotFound
 from pan.input.local import DataFunction, LocalPublishers, PageForm
 from pan.input.page_batches import PageBatcher, SubscriberRefused, decoded_line_pages
 from pan.repository.client import BadAnswer, Source

@@ -29,7 +29,8 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from pan.http.web import json_response, make_app
+from pan.http.responses import json_response
+from pan.http.web import make_app
 from pan.live.hub import StreamHub, Tuple, Viewer
 from pan.repository.client import Address, RepositoryClient, RepositoryUnavailable, http_url, parse_addresses
 from pan.security.auth import bearer

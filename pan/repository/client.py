@@ -25,7 +25,7 @@ import aiohttp
 import orjson
 import yarl
 
-from pan.http.web import is_host
+from pan.http.addresses import is_host
 from pan.security.auth import Credentials, bearer
 from pan.security.tls import scheme
 
@@ -70,7 +70,7 @@ class PublishersMissing(RuntimeError):
 
 
 def is_valid_host(host: object) -> bool:
-    """An IP address (v4 or v6, no zone) or a DNS name: the repository's rule (``pan.http.web.is_host``)."""
+    """An IP address (v4 or v6, no zone) or a DNS name: the repository's rule (``pan.http.addresses.is_host``)."""
     return isinstance(host, str) and is_host(host)
 
 

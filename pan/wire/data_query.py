@@ -13,7 +13,8 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from pan.http.web import BadRequest, query_bool, query_int, query_str
+from pan.http.params import query_bool, query_int, query_str
+from pan.http.responses import BadRequest
 
 MAX_PAGE = 100_000  # tuples per /data answer
 DEFAULT_PAGE = 10_000  # when neither l nor n is given

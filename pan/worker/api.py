@@ -19,15 +19,9 @@ from aiohttp import web
 from pan.buffers.column_ring import ColumnOutputStream
 from pan.http import pages
 from pan.http.accept import choose
-from pan.http.web import (
-    JSON_TYPE,
-    BadRequest,
-    NotFound,
-    add_http_metrics,
-    json_response,
-    make_app,
-    raw_json_response,
-)
+from pan.http.responses import JSON_TYPE, BadRequest, NotFound, json_response, raw_json_response
+from pan.http.server import add_http_metrics
+from pan.http.web import make_app
 from pan.input.local import PageForm
 from pan.security.auth import Gate
 from pan.util.metrics import CONTENT_TYPE as METRICS_TYPE
@@ -40,7 +34,7 @@ if TYPE_CHECKING:
     from pan.components.base import Component
     from pan.config.specs import WorkerSpec
     from pan.config.trust import Trust
-    from pan.http.web import HttpServer
+    from pan.http.server import HttpServer
     from pan.input.channel import InputChannel
 
 

@@ -35,7 +35,7 @@ from pan.components.base import Component, ComponentContext
 from pan.components.catalog import get_component_type
 from pan.config.specs import RepositorySpec, WorkerSpec
 from pan.config.trust import OPEN, Trust
-from pan.http.web import HttpServer
+from pan.http.server import HttpServer
 from pan.input.channel import InputChannel
 from pan.input.local import LocalPublishers
 from pan.input.page_batches import PageBatcher

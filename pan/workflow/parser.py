@@ -21,7 +21,7 @@ import orjson
 from pan.buffers.streams import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_SIZE
 from pan.components.catalog import get_component_type
 from pan.config.specs import DEFAULT_REFRESH_MS, RepositorySpec, WorkerSpec, Workflow, WorkflowError
-from pan.http.web import is_host
+from pan.http.addresses import is_host
 from pan.ingest.decoders import claiming_decoder
 from pan.security.auth import SecretSource
 from pan.security.tls import TlsFiles
@@ -49,7 +49,7 @@ MOVED_TO_PARAMS = ("ingest_port", "inter_pan_inputs")
 
 def on_free_ports(data: dict[str, Any]) -> dict[str, Any]:
     """A workflow description moved to ports that are free on this machine (tests, benchmarks)."""
-    from pan.http.web import free_ports
+    from pan.http.addresses import free_ports
 
     def has_ingest_port(worker: dict[str, Any]) -> bool:
         return "ingest_port" in worker or "ingest_port" in worker.get("params", {})

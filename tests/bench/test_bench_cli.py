@@ -26,6 +26,10 @@ from benchmarks import (
     pyspy,
     query_delay,
     replay_bench,
+    replay_cpu,
+    replay_measure,
+    replay_report,
+    replay_workflows,
 )
 from pan.cli import build_parser
 from pan.launch.lifeline import shared_lifeline
@@ -76,7 +80,7 @@ def test_make_bench_runs_every_benchmark() -> None:
 
 def test_no_benchmark_is_a_script_of_its_own() -> None:
     """Every benchmark runs through `pan bench`; `python -m benchmarks.X` is left to the benchmarks' own children."""
-    children = {"chaos_parts", "cluster_parts", "delay_proxy", "fanout_parts", "ingest_parts", "network_parts",
+    children = {"chaos_recorder", "cluster_parts", "delay_proxy", "fanout_parts", "ingest_parts", "network_parts",
                 "observer", "runtime_worker"}
     scripts = {path.stem for path in (ROOT / "benchmarks").glob("*.py") if "if __name__ == " in path.read_text()}
     assert scripts == children
@@ -283,14 +287,14 @@ def test_query_delay_quick_writes_table_and_plot(tmp_path: Path) -> None:
 def test_replay_bench_names_processes_and_puts_every_worker_on_its_own_peer(tmp_path: Path) -> None:
     pan = [sys.executable, "-m", "pan"]
     peer = [*pan, "peer", "wf.json", "--name", "Heat maps team A"]
-    assert replay_bench.classify(peer) == ("peer", "Heat maps team A")
-    assert replay_bench.classify([*pan, "replay", "wf.json", "--data", "d"]) == ("driver", "replay driver")
-    assert replay_bench.classify([*pan, "run", "wf.json"])[0] == "launcher"
-    assert replay_bench.classify([*pan, "repository", "--port", "1"])[0] == "repository"
-    assert replay_bench.classify(["/usr/bin/java", "-jar", "x"]) == ("other", "java")
+    assert replay_cpu.classify(peer) == ("peer", "Heat maps team A")
+    assert replay_cpu.classify([*pan, "replay", "wf.json", "--data", "d"]) == ("driver", "replay driver")
+    assert replay_cpu.classify([*pan, "run", "wf.json"])[0] == "launcher"
+    assert replay_cpu.classify([*pan, "repository", "--port", "1"])[0] == "repository"
+    assert replay_cpu.classify(["/usr/bin/java", "-jar", "x"]) == ("other", "java")
     source = ROOT / "workflows" / "full_game_3_peers.json"
-    split = replay_bench.workers_by_peer(replay_bench.one_worker_per_peer(source, tmp_path / "wf.json"))
-    names = [w for workers in replay_bench.workers_by_peer(source).values() for w in workers]
+    split = replay_workflows.workers_by_peer(replay_workflows.one_worker_per_peer(source, tmp_path / "wf.json"))
+    names = [w for workers in replay_workflows.workers_by_peer(source).values() for w in workers]
     assert split == {name: [name] for name in names} and len(names) > 3
     from pan.workflow.parser import load_workflow
 
@@ -345,7 +349,7 @@ def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
         if name in ("json", "arrow"):  # profiled once per wire
             profile = run["profile"]  # py-spy attached to the three real peer processes
             assert profile["samples"] > 0 and profile["self"]
-            assert [a["frame"] for a in profile["areas"]] == [frame for frame, _ in replay_bench.PROFILE_AREAS]
+            assert [a["frame"] for a in profile["areas"]] == [frame for frame, _ in replay_measure.PROFILE_AREAS]
             assert all(0 <= a["share"] <= 1 for a in profile["areas"])
             assert sum(a["share"] for a in profile["areas"]) > 0
         assert run["input_rows"] > 0 and run["feed_s"]["median"] > 0 and run["event_time_s"] > 0
@@ -355,7 +359,7 @@ def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
         assert all(p["workers"] for p in run["processes"] if p["kind"] == "peer")
         assert abs(sum(p["cpu_s"] for p in run["processes"]) - run["cpu_total_s"]["median"]) < 0.1
     text = report.read_text()
-    assert f"<!-- {replay_bench.SECTION}:start -->" in text and f"](img/{replay_bench.SECTION}.png)" in text
+    assert f"<!-- {replay_report.SECTION}:start -->" in text and f"](img/{replay_report.SECTION}.png)" in text
     assert "Where the peers' time goes" in text and "| arrow |" in text and "| json |" in text
     assert "| json, recorder decodes |" in text and "`--recorder lines,decoded`" in text
     floor = summary["floor"]  # the same data through every component in one process
@@ -364,7 +368,7 @@ def test_replay_quick_writes_section_and_plot(tmp_path: Path) -> None:
         assert run["fraction_of_floor"] == pytest.approx(run["end_to_end_rows_per_s_median"]
                                                          / floor["rows_per_s_median"], rel=0.01)
     assert "Floor (`pan bench floor`" in text
-    assert is_png(tmp_path / "img" / f"{replay_bench.SECTION}.png")
+    assert is_png(tmp_path / "img" / f"{replay_report.SECTION}.png")
 
 
 @pytest.mark.process

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from benchmarks.delay_proxy import DelayModel, DelayProxy
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 
 HOST = "127.0.0.1"
 

@@ -14,7 +14,7 @@ it reconnects after the window) of all balls and of half of the players.
   on arrival, so a loaded machine makes events late without any outage (CI
   once saw 0.56% for the active ball at load 4-7): above 0.5%, a unit fails
   only when its late fraction near its inputs' outages exceeds that far from
-  every outage by more than 0.5 points (``om.late_near_and_far``). In max mode K follows the
+  every outage by more than 0.5 points (``ordering_modes_recovery.late_near_and_far``). In max mode K follows the
   delays that scheduling adds, so on a loaded machine it can double over a
   span without any outage; a reconnect fails the check only when K rose more
   than that, too (``Recovery.within_noise``: the same measurement at points of
@@ -33,7 +33,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import ordering_modes as om
+from benchmarks.ordering_modes import first_half
+from benchmarks.ordering_modes_recovery import (
+    affected_outages,
+    all_outages,
+    late_near_and_far,
+    outage_windows,
+    recoveries,
+)
+from benchmarks.ordering_modes_replay import IMPAIR, WORKFLOWS, moved, replay_sampled
 from tests.conftest import ROOT
 
 pytestmark = [
@@ -51,7 +59,7 @@ def first_half_match(factory: pytest.TempPathFactory, name: str, minutes: float,
     root = factory.mktemp(name)
     subprocess.run([sys.executable, "-m", "pan", "generate", "--minutes", str(minutes), "--seed", str(seed),
                     "--out", str(root / "game")], cwd=ROOT, check=True, capture_output=True, timeout=300)
-    return {"split": om.first_half(root / "game", root / "split"), "tmp": root}
+    return {"split": first_half(root / "game", root / "split"), "tmp": root}
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +96,8 @@ def outputs(record: Path) -> dict[str, bytes]:
 def test_drop_outages_change_no_query_output_in_watermark_mode(match: dict[str, Path]) -> None:
     tmp = match["tmp"] / "watermark"
     tmp.mkdir()
-    workflow = om.moved(om.WORKFLOWS["watermark"], tmp, {"min_k": MIN_K_PS})
-    impaired = asyncio.run(om.replay_sampled(workflow, match["split"], tmp / "impaired", mode="watermark",
+    workflow = moved(WORKFLOWS["watermark"], tmp, {"min_k": MIN_K_PS})
+    impaired = asyncio.run(replay_sampled(workflow, match["split"], tmp / "impaired", mode="watermark",
                                              speedup=0, send_log=tmp / "sent.csv", record_all=True))
     lost = {name: s["lost_outage"] for name, s in impaired.feed["streams"].items() if s["lost_outage"]}
     assert {"SENSOR4", "SENSOR13", "SENSOR61"} <= lost.keys(), lost  # a ball and players of both groups were out
@@ -97,7 +105,7 @@ def test_drop_outages_change_no_query_output_in_watermark_mode(match: dict[str, 
 
     same_rows = sent_rows_only(match["split"], tmp / "sent.csv", tmp / "sent-split")
     assert span(same_rows) == span(match["split"])  # same origin and heartbeats as the impaired run
-    baseline = asyncio.run(om.replay_sampled(om.moved(om.WORKFLOWS["watermark"], tmp, {"min_k": MIN_K_PS}),
+    baseline = asyncio.run(replay_sampled(moved(WORKFLOWS["watermark"], tmp, {"min_k": MIN_K_PS}),
                                              same_rows, tmp / "baseline", mode="watermark", impair=None,
                                              speedup=0, record_all=True))
     for run in (impaired, baseline):
@@ -116,24 +124,24 @@ def test_drop_outages_change_no_query_output_in_watermark_mode(match: dict[str, 
 def test_max_mode_late_fraction_and_k_measured_after_each_reconnect(match: dict[str, Path]) -> None:
     tmp = match["tmp"] / "max"
     tmp.mkdir()
-    run = asyncio.run(om.replay_sampled(om.moved(om.WORKFLOWS["max"], tmp), match["split"], tmp / "record",
+    run = asyncio.run(replay_sampled(moved(WORKFLOWS["max"], tmp), match["split"], tmp / "record",
                                         mode="max", speedup=1.0))
     fractions = {unit: run.late_fraction(unit) for unit in run.samples}
     assert all(run.final(unit)["pushed"] > 0 for unit in run.samples), fractions
-    windows = om.outage_windows(om.IMPAIR)
+    windows = outage_windows(IMPAIR)
     # Late events follow the machine's scheduling, too: above 0.5%, only the excess near the unit's outages
     # over the run's own late fraction far from every outage is blamed on the outages.
     too_late = {}
     for unit, fraction in fractions.items():
         if fraction <= MAX_LATE_FRACTION:
             continue
-        near, far = om.late_near_and_far(run, unit, om.affected_outages(run, unit, windows),
-                                         om.all_outages(windows))
+        near, far = late_near_and_far(run, unit, affected_outages(run, unit, windows),
+                                      all_outages(windows))
         if not near - far <= MAX_LATE_FRACTION:
             too_late[unit] = f"{fraction:.3%} late, {near:.3%} near its outages, {far:.3%} far from any"
     assert not too_late, f"late fraction above 0.5%: {too_late} (load {run.load_start} -> {run.load_end})"
 
-    recovered = om.recoveries(run, windows)
+    recovered = recoveries(run, windows)
     # Every outage window of the profile, for the units fed by the sensors that were out.
     ball_windows = {tuple(w) for w in windows["SENSOR4"]}
     player_windows = {tuple(w) for s, ws in windows.items() if s not in ("SENSOR4", "SENSOR8", "SENSOR10",

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import ordering_modes as om
+from benchmarks import ordering_modes_replay
 from benchmarks.speculation import with_ordering
 from tests.bench.test_ordering_modes import MIN_K_PS, first_half_match, outputs, sent_rows_only, span
 from tests.conftest import ROOT
@@ -50,7 +50,7 @@ def sent(send_log: Path) -> set[tuple[str, int]]:
         return {(row["stream"], int(row["ts"])) for row in csv.DictReader(fh)}
 
 
-def final_counters(run: om.Run) -> dict[str, dict[str, Any]]:
+def final_counters(run: ordering_modes_replay.Run) -> dict[str, dict[str, Any]]:
     return {unit: run.final(unit) for unit in run.samples}
 
 
@@ -66,14 +66,14 @@ def compare_runs(workflow: Path, match: dict[str, Path], alphas: tuple[float, ..
     configurations = [("buffering", None)] + [
         (f"speculative-{alpha:.2f}", {"mode": "speculative", "alpha": alpha}) for alpha in alphas]
     for name, ordering in configurations:
-        runs[name] = asyncio.run(om.replay_sampled(
+        runs[name] = asyncio.run(ordering_modes_replay.replay_sampled(
             with_ordering(workflow, tmp, ordering, PARAMS), match["split"], tmp / name, mode="watermark",
             speedup=0, send_log=tmp / f"{name}-sent.csv", record_all=True))
         # Same profile, same seeds: every impaired run lost the same rows.
         assert sent(tmp / f"{name}-sent.csv") == sent(tmp / "buffering-sent.csv")
     same_rows = sent_rows_only(match["split"], tmp / "buffering-sent.csv", tmp / "sent-split")
     assert span(same_rows) == span(match["split"])  # same origin and heartbeats as the impaired runs
-    runs["unimpaired"] = asyncio.run(om.replay_sampled(
+    runs["unimpaired"] = asyncio.run(ordering_modes_replay.replay_sampled(
         with_ordering(workflow, tmp, None, PARAMS), same_rows, tmp / "unimpaired", mode="watermark", impair=None,
         speedup=0, record_all=True))
 

@@ -15,7 +15,7 @@ from pan.repository.server import RepositoryServer
 from pan.workflow.parser import parse_workflow
 from simulator.backpressure import FeedBrake, unread_per_buffer
 from simulator.clock import LocalTime
-from simulator.simulate import Pacer
+from simulator.simulate_pacing import Pacer
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, repeater, sensor_row, wait_until, workflow_dict
 
 STREAMS = ["SENSOR4"]

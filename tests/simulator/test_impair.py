@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from simulator.impair import ImpairProfile, KindParams, Packet, ProfileError, SensorImpairment
-from simulator.simulate import SimulateOptions, simulate
+from simulator.simulate import simulate
+from simulator.simulate_options import SimulateOptions
 from simulator.sources import Timeline
 from tests.conftest import ROOT, sensor_row, wait_until
-from tests.simulator.test_simulate import PS, T0, Recorder, rate_rows, recorder, recorder_workflow, write_split
+from tests.simulator.split_folders import PS, T0, rate_rows, write_split
+from tests.simulator.tcp_recorder import Recorder, recorder_workflow
 
-__all__ = ["recorder"]  # the fixture, re-exported for pytest
 MS = 1_000_000
 TL = Timeline(T0, 1.0)
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.ingest.server import send_lines
 from simulator.receiver import DebugReceiver, spread_stats
 from tests.conftest import ROOT, sensor_row, wait_until

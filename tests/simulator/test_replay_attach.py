@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from simulator.debs import HALF1, HALF2
 from tests.conftest import HOST, ROOT, Processes, forwarder, free_port, workflow_dict
-from tests.simulator.test_simulate import HALF1, HALF2, PS, rate_rows, write_split
+from tests.simulator.split_folders import PS, rate_rows, write_split
 
 pytestmark = pytest.mark.process
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.ingest.server import IngestServer
-from simulator.simulate import PROMISE_REPEAT_S, Link, SensorRunner, StreamStats
+from simulator.sensor_link import Link
+from simulator.sensor_runner import PROMISE_REPEAT_S, SensorRunner
+from simulator.simulate_summary import StreamStats
 from simulator.sources import RowSource
 from tests.conftest import HOST, wait_until
 

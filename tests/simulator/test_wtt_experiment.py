@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from simulator.debs import HALF1
 from simulator.receiver import DebugReceiver
 from tests.conftest import Processes, forwarder, sensor_row, wait_until, workflow_dict

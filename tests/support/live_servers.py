@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import orjson
 
 from pan.config.specs import Workflow
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.repository.server import RepositoryServer
 from pan.worker.worker import Worker
 from pan.workflow.parser import parse_workflow

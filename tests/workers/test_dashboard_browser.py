@@ -33,7 +33,7 @@ import pytest
 
 from benchmarks.chromium import one_chromium
 from benchmarks.query_delay import plain_split
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.repository.client import RepositoryClient
 from pan.workflow.parser import on_free_ports
 from tests.conftest import ROOT, Processes

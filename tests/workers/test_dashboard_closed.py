@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from benchmarks import chromium
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.ingest.server import send_lines
 from pan.repository.client import RepositoryClient
 from pan.security.auth import Credentials

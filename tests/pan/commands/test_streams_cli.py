@@ -9,7 +9,7 @@ import sys
 import orjson
 import pytest
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.ingest.server import send_lines
 from pan.repository.client import RepositoryClient
 from tests.conftest import HOST, Processes, forwarder, repeater, sensor_row, workflow_dict

@@ -22,8 +22,12 @@ import orjson
 import pytest
 from aiohttp import web
 
-import pan.http.web
-from pan.http.web import HttpLimits, HttpServer, free_port, http_stats, json_response, make_app
+import pan.http.limits
+from pan.http.addresses import free_port
+from pan.http.limits import HttpLimits, http_stats
+from pan.http.responses import json_response
+from pan.http.server import HttpServer
+from pan.http.web import make_app
 from pan.repository.server import RepositoryServer
 from pan.util.ratelimit import RateLimitedLog
 from pan.worker.worker import Worker
@@ -105,8 +109,8 @@ async def any_server(request: pytest.FixtureRequest, repository: RepositoryServe
 @pytest.fixture
 def fresh_log(monkeypatch: pytest.MonkeyPatch) -> RateLimitedLog:
     """A refusal log with a budget of its own, so that earlier tests cannot have spent it."""
-    limiter = RateLimitedLog(logging.getLogger("pan.http.web"), burst=1000)
-    monkeypatch.setattr(pan.http.web, "_refusals_log", limiter)
+    limiter = RateLimitedLog(logging.getLogger("pan.http.limits"), burst=1000)
+    monkeypatch.setattr(pan.http.limits, "refusals_log", limiter)
     return limiter
 
 
@@ -200,8 +204,8 @@ async def test_huge_integers_are_out_of_range_not_a_crash(worker: Worker) -> Non
 async def test_refusal_log_is_rate_limited_but_every_refusal_is_counted(
     repository: RepositoryServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    refusals = RateLimitedLog(logging.getLogger("pan.http.web"), burst=3, window_s=3600)
-    monkeypatch.setattr(pan.http.web, "_refusals_log", refusals)
+    refusals = RateLimitedLog(logging.getLogger("pan.http.limits"), burst=3, window_s=3600)
+    monkeypatch.setattr(pan.http.limits, "refusals_log", refusals)
     caplog.set_level(logging.WARNING)
     for _ in range(10):
         assert_json_error(await exchange(repository.port, b"GARBAGE\r\n\r\n"), 400)

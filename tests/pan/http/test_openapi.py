@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.repository.server import RepositoryServer
 from pan.worker.worker import Worker
 from tests.support.live_servers import HOST, LiveServers, RawHttp, forwarder_workflow, wait_for

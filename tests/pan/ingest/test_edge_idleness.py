@@ -28,10 +28,11 @@ from pan.ingest.streams import Connection
 from pan.ordering.picoseconds import PS_PER_MS
 from pan.repository.server import RepositoryServer
 from simulator.debs_rows import DebsCsvDecoder
-from simulator.simulate import SimulateOptions, simulate
+from simulator.simulate import simulate
+from simulator.simulate_options import SimulateOptions
 from tests.conftest import HOST, Processes, WorkerGroup, forwarder, free_port, make_workflow, wait_until, workflow_dict
-from tests.pan.input.test_hardening_readers import answer
-from tests.simulator.test_simulate import PS, T0, rate_rows, write_split
+from tests.pan.input.publishers import answer
+from tests.simulator.split_folders import PS, T0, rate_rows, write_split
 
 MS = PS_PER_MS
 

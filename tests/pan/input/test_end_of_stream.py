@@ -21,9 +21,10 @@ from pan.ordering.settings import OrderingSettings
 from pan.repository.server import RepositoryServer
 from pan.worker.worker import Worker
 from simulator.impair import ImpairProfile
-from simulator.simulate import SimulateOptions, simulate
+from simulator.simulate import simulate
+from simulator.simulate_options import SimulateOptions
 from tests.conftest import HOST, WorkerGroup, forwarder, free_port, get_json, make_workflow, wait_until
-from tests.simulator.test_simulate import T0, rate_rows, write_split
+from tests.simulator.split_folders import T0, rate_rows, write_split
 
 SECONDS = 3.0
 #: Two outages of the ball sensor (event seconds after the first row): its connection is closed at the

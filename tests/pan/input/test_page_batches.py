@@ -15,7 +15,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.input import page_batches
 from pan.input.fetcher import PageFetcher
 from pan.input.local import LocalPublishers

@@ -26,7 +26,7 @@ import orjson
 import psutil
 import pytest
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from tests.conftest import HOST, ROOT, forwarder, repeater, wait_until, workflow_dict
 
 pytestmark = pytest.mark.timeout(240)

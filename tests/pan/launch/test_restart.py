@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.repository.client import RepositoryClient
 from tests.conftest import HOST, Processes, forwarder, get_json, repeater, wait_until, workflow_dict
 

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.live import hub as live_hub
 from pan.live.hub import StreamHub
 from pan.live.web import DEFAULT_MAX_RATE_HZ, LiveServer

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pan.cli import main
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.offline.stats import delay_profile
 from pan.ordering.settings import OrderingSettings, k_from_profile, load_profile
 from pan.ordering.unit import OrderingUnit

@@ -19,7 +19,7 @@ import pytest
 from pan.components.catalog import register
 from pan.components.ordered import READ_BATCH, OrderedComponent
 from pan.config.specs import WorkerSpec
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.repository.server import RepositoryServer
 from pan.worker.worker import Worker
 from tests.conftest import HOST, WorkerGroup, forwarder, get_json, make_workflow, wait_until

@@ -16,9 +16,10 @@ import aiohttp
 import orjson
 import pytest
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.repository.client import RepositoryClient
-from pan.repository.server import SWEEP_STEPS, Registry, RegistryLimits, RepositoryServer
+from pan.repository.registry import SWEEP_STEPS, Registry, RegistryLimits
+from pan.repository.server import RepositoryServer
 from tests.conftest import HOST, get_json
 from tests.support import prometheus
 

@@ -14,12 +14,13 @@ import psutil
 import pytest
 
 from pan.config.specs import WorkflowError
-from pan.http.web import free_port, free_ports
+from pan.http.addresses import free_port, free_ports
 from pan.ingest.server import send_lines
 from pan.input.subscriber import StreamSubscriber
 from pan.launch.launcher import Child, Launcher
 from pan.repository.client import Registration, RepositoryClient, RepositoryUnavailable, parse_addresses
-from pan.repository.server import Registry, RepositoryServer
+from pan.repository.registry import Registry
+from pan.repository.server import RepositoryServer
 from pan.workflow.parser import on_free_ports, parse_workflow
 from tests.conftest import HOST, Processes, WorkerGroup, forwarder, repeater, sensor_row, wait_until
 

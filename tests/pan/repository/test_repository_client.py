@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.repository.client import (
     Lease,
     NoPublisher,

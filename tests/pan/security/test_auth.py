@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from pan.config.specs import WorkflowError
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.ingest.server import send_lines
 from pan.input.subscriber import StreamSubscriber, SubscriberError
 from pan.repository.client import Registration, RepositoryClient

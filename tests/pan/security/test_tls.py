@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from pan.config.trust import Trust
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.ingest.server import send_lines
 from pan.input.subscriber import StreamSubscriber, SubscriberError
 from pan.repository.client import NotTrusted, RepositoryClient

@@ -7,7 +7,7 @@ import math
 import aiohttp
 import pytest
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.ingest.server import send_lines
 from pan.repository.server import RepositoryServer
 from pan.util.metrics import MetricsText

@@ -17,7 +17,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.input.fetcher import PageFetcher, default_wire
 from pan.input.subscriber import StreamSubscriber
 from pan.repository.client import Source

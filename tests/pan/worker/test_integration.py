@@ -17,7 +17,7 @@ import orjson
 import psutil
 import pytest
 
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.ingest.server import send_lines
 from pan.input.subscriber import StreamSubscriber
 from pan.repository.client import RepositoryClient, RepositoryUnavailable

@@ -10,7 +10,7 @@ import pytest
 from pan.components.base import Component
 from pan.components.catalog import register
 from pan.config.specs import WorkerSpec
-from pan.http.web import free_port
+from pan.http.addresses import free_port
 from pan.repository.server import RepositoryServer
 from pan.worker.worker import Worker
 from pan.workflow.health import failed_tasks

@@ -9,7 +9,7 @@ import pytest
 
 from pan.cli import main
 from pan.config.specs import WorkflowError
-from pan.http.web import free_port, free_ports
+from pan.http.addresses import free_port, free_ports
 from pan.workflow.parser import load_workflow, on_free_ports, parse_workflow
 
 ROOT = Path(__file__).resolve().parents[3]
