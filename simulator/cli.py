@@ -9,10 +9,13 @@ unit tests whose checks need exact values.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from pan.util import console
 from simulator import realistic
-from simulator.match import DEFAULT_LEAD_S, generate
+from simulator.disk_space import generated_bytes, is_disk_full, room_problem
+from simulator.match import DEFAULT_LEAD_S, HALF1_S, HALF2_S, generate
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +36,30 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print("error: --minutes must be positive")
         return 2
     minutes = None if args.full else args.minutes
+    play_s = HALF1_S + HALF2_S if minutes is None else minutes * 60.0
+    problem = room_problem(Path(args.out), generated_bytes(play_s + 4 * args.lead), "the match's CSV")
+    if problem is not None:
+        print(f"pan generate: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return _generate(args, minutes)
+    except KeyboardInterrupt:
+        return _gave_up(args.out, "interrupted", 130)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        return _gave_up(args.out, f"the disk filled up ({exc.strerror})", 1)
+
+
+def _gave_up(out: str, why: str, code: int) -> int:
+    """Remove the partial CSV (a truncated match is of no use) and say so in one line."""
+    partial = Path(out) / "full-game"
+    partial.unlink(missing_ok=True)
+    print(f"pan generate: {why}; removed the partial {partial}", file=sys.stderr)
+    return code
+
+
+def _generate(args: argparse.Namespace, minutes: float | None) -> int:
     if args.exact:
         result = generate(args.out, minutes, args.seed, args.workers, args.lead)
         t = result.truth

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pan.offline.spark import get_session
+from pan.offline.spark import get_session, stoppable
 
 log = logging.getLogger(__name__)
 N_FIELDS = 13
@@ -94,6 +94,18 @@ def split(input_path: str | Path, out_dir: str | Path, master: str | None = None
     shutil.rmtree(staging, ignore_errors=True)
 
     spark = get_session(master, "pan-split", driver_memory)  # first: it says if pyspark is missing
+    try:
+        with stoppable(spark):
+            return _split(spark, src, out, staging, partitions, started)
+    except BaseException:  # interrupted, or the disk is full: no half-written split is left to be mistaken for one
+        shutil.rmtree(staging, ignore_errors=True)
+        for partial in out.glob("SENSOR*.csv"):
+            partial.unlink()
+        raise
+
+
+def _split(spark: Any, src: Path, out: Path, staging: Path, partitions: int | None, started: float) -> dict[str, Any]:
+    """The job itself: sort by sensor and time into ``staging``, then one ``SENSOR<sid>.csv`` per sensor in ``out``."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 

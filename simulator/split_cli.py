@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+from pathlib import Path
+from types import FrameType
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,17 +23,41 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(handler=cmd_split)
 
 
+#: How the JVM reports ENOSPC in a failed Spark task.
+DISK_FULL = "No space left on device"
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_split(args: argparse.Namespace) -> int:
     from pan.offline.spark import SparkUnavailable
     from pan.offline.spark_progress import spark_stages
+    from simulator.disk_space import SPLIT_FACTOR, is_disk_full, room_problem
     from simulator.split import split
 
+    source = Path(args.input)
+    if source.is_file():
+        problem = room_problem(Path(args.out), int(source.stat().st_size * SPLIT_FACTOR), "the split")
+        if problem is not None:
+            print(f"pan split: {problem}", file=sys.stderr)
+            return 2
+    signal.signal(signal.SIGTERM, _interrupt)  # a stop from outside cleans up as Ctrl-C does
     try:
         with spark_stages("split"):
             manifest = split(args.input, args.out, master=args.master, driver_memory=args.driver_memory)
     except (SparkUnavailable, FileNotFoundError) as exc:
         print(f"pan split: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"pan split: interrupted; removed the partial split from {args.out}", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a full disk comes as an OSError here, or as a Spark task's Java exception
+        if not (isinstance(exc, OSError) and is_disk_full(exc)) and DISK_FULL not in str(exc):
+            raise
+        print(f"pan split: the disk filled up; removed the partial split from {args.out}", file=sys.stderr)
+        return 1
     summary = {k: manifest[k] for k in ("rows", "rejected", "seconds")}
     summary["sensors"] = len(manifest["sensors"])
     print(json.dumps(summary))

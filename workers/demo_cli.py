@@ -1,7 +1,11 @@
 """`pan demo`: a generated match, split with Spark, replayed into the full-game workflow.
 
 Prints a live summary while the match runs (possession, shots, top sprinters)
-and leaves every output stream recorded in a folder it names at the end.
+and leaves the query answers recorded in a folder it names at the end: the
+streams of the four queries (``QUERY_STREAMS``) and their ``_late`` sides, not
+the sensor-rate streams between them (the sensors' own streams, player
+averages, the active ball, the interruption heartbeats: 4/5 of a full
+recording's bytes). ``--record-all`` records every output stream.
 """
 
 from __future__ import annotations
@@ -26,7 +30,13 @@ from pan.util import console, eventloop
 from pan.workflow.parser import load_workflow
 from pan.workflow.preflight import ports_in_use
 from simulator.realistic import generate
-from simulator.replay import SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S, WorkflowStopped, replay
+from simulator.replay import (
+    SUPERVISED_CONNECT_TIMEOUT_S,
+    SUPERVISED_GIVE_UP_S,
+    WorkflowStopped,
+    output_streams,
+    replay,
+)
 from simulator.simulate import simulate
 from simulator.simulate_options import SimulateOptions
 from simulator.split import split
@@ -46,6 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--out", type=Path, default=Path("demo-out"), help="working folder, in the current directory")
     p.add_argument("--speedup", type=float, default=0.0,
                    help="replay speed; 0 = as fast as possible (above 0 the half-time break is skipped)")
+    p.add_argument("--record-all", action="store_true",
+                   help="record every output stream, the sensor-rate ones too (a 2-minute match: about 0.6 GB)")
     p.add_argument("--dashboard", type=int, default=None, metavar="PORT",
                    help="also serve `pan dashboard` of the replay on this port (0: any free port)")
     p.set_defaults(handler=cmd_demo)
@@ -88,7 +100,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         await asyncio.gather(*watchers)
 
     try:
-        result = eventloop.run(replay(Path(args.workflow), workflow, feed, record, observer=observe))
+        only = None if args.record_all else recorded_streams(output_streams(workflow))
+        result = eventloop.run(replay(Path(args.workflow), workflow, feed, record, observer=observe, only=only))
     except (WorkflowStopped, RuntimeError) as exc:  # a peer ended: named, with the end of its log
         print(f"pan demo: {exc}", file=sys.stderr)
         return 1
@@ -118,7 +131,8 @@ async def _live(workflow: Workflow) -> None:
             await asyncio.sleep(SUMMARY_EVERY_S)
             names = ["BP_wholeGame_A", "BP_wholeGame_B", "SHOTS", *(f"RUNAGG_wholeGame_{p}" for p in PLAYERS)]
             latest = await asyncio.gather(*(_latest(session, workflow, s) for s in names))
-            print(summary_line(dict(zip(names, latest, strict=True))), flush=True)
+            if any(latest):  # none: the workflow is not up yet, or stops (the final line follows)
+                print(summary_line(dict(zip(names, latest, strict=True))), flush=True)
 
 
 def _final(record: Path) -> dict[str, Any]:
@@ -138,6 +152,12 @@ QUERY_STREAMS = {
     "heat maps (Q3)": ("HM_",),
     "shots (Q4)": ("SHOTS",),
 }
+
+
+def recorded_streams(streams: list[str]) -> list[str]:
+    """The streams the demo records by default: those of the queries, with their late sides."""
+    prefixes = tuple(prefix for family in QUERY_STREAMS.values() for prefix in family)
+    return [s for s in streams if s.startswith(prefixes)]
 
 
 def queries_line(record: Path) -> str:

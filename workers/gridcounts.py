@@ -6,14 +6,13 @@ its counts per grid cell directly, as one int64 vector holding every selected
 grid side by side: a finished game-second bucket (a dict of joint cells and
 ps, filled sample by sample) is turned once into grid cells with one
 ``np.bincount`` and added to every window; sliding subtracts the buckets that
-leave. Emitting is then a division and ``orjson``'s numpy encoder.
+leave. Emitting is then ``workers.sparse_heatmap``'s rounding and encoding, per grid.
 
 Exactness: counts are integer ps. A bucket spans one game second, so a cell's
 sum in it is at most 1e12 ps, exact in float64 (bincount's weights); window
-counts are added in int64. Shares are ``count / total * 100`` in float64 as
-the per-event path computes them (Python's int / int is the correctly rounded
-quotient, and so is float64 division of two integers below 2**53: a window
-never holds more than the game, ``GAME_PS``).
+counts are added in int64. Shares go through ``sparse_heatmap.shares_ppm`` as
+on the per-event path (float64 division of two integers below 2**53 is the
+correctly rounded quotient: a window never holds more than the game, ``GAME_PS``).
 """
 
 from __future__ import annotations
@@ -22,13 +21,11 @@ from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
-import orjson
 
 from workers.gametime import GAME_PS
+from workers.sparse_heatmap import EMPTY_BODY, encode_body, shares_ppm
 
 assert GAME_PS < 2**53, "window totals must stay exact in float64"
-
-_NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
 
 class _Bucket:
@@ -46,11 +43,11 @@ class _Bucket:
 class GridWindows:
     """Windows of the given lengths (ps, None: the whole game) counting ps per cell of every grid in ``tables``.
 
-    The same ``open`` / ``add`` / ``slide`` calls as ``workers.windows.Windows``; ``encoded(w)`` gives
-    window ``w``'s share lists, one JSON list per grid.
+    The same ``open`` / ``add`` / ``slide`` calls as ``workers.windows.Windows``; ``bodies(w)`` gives
+    window ``w``'s compact maps, one per grid.
     """
 
-    __slots__ = ("_bounded", "_cached", "_end", "_open", "_sizes", "_table", "_zeros", "counts", "lengths", "totals")
+    __slots__ = ("_bounded", "_cached", "_end", "_open", "_sizes", "_table", "counts", "lengths", "totals")
 
     def __init__(self, lengths: Sequence[int | None], table: np.ndarray, sizes: Sequence[int]) -> None:
         """``table[joint, g]`` is the joint cell's index in the side-by-side vector of grids of ``sizes``."""
@@ -62,7 +59,6 @@ class GridWindows:
         self._bounded = [(w, length, deque[_Bucket]()) for w, length in enumerate(self.lengths) if length is not None]
         self._open: dict[int, int] = {}
         self._end = 0
-        self._zeros = [orjson.dumps(np.zeros(size), option=_NUMPY) for size in self._sizes]
         #: per window, its last encoding while its counts have not changed since (a player without new data)
         self._cached: list[list[bytes] | None] = [None] * len(self.lengths)
 
@@ -109,19 +105,19 @@ class GridWindows:
         for _w, _length, buckets in self._bounded:
             buckets.append(bucket)
 
-    def encoded(self, w: int) -> list[bytes]:
-        """Window ``w``'s shares (``count / total * 100``, all 0.0 while nothing counted) per grid, as JSON lists."""
+    def bodies(self, w: int) -> list[bytes]:
+        """Window ``w``'s compact maps per grid (``sparse_heatmap.encode_body``), empty while nothing counted."""
         total = self.totals[w]
         if not total:
-            return self._zeros
+            return [EMPTY_BODY] * len(self._sizes)
         cached = self._cached[w]
         if cached is not None:
             return cached
-        shares = self.counts[w] / total * 100
+        ppm = shares_ppm(self.counts[w], total)
         out = []
         start = 0
         for size in self._sizes:
-            out.append(orjson.dumps(shares[start:start + size], option=_NUMPY))
+            out.append(encode_body(ppm[start:start + size]))
             start += size
         self._cached[w] = out
         return out

@@ -13,8 +13,14 @@ Input: the ``player_average`` streams. Exact rules (docs/q1-q3.md):
   keyed by a *joint cell* that fixes the sample's cell in every grid
   (``joint_cell``), so one sparse dict serves all grids.
 - At every game second ``G = n s`` (n >= 1, once the player's data reaches its
-  event time) each window W emits buckets ``[n - W, n)``: ``HM_<w>_<nx>x<ny>_<p>``
-  with ``cells[c] = count[c] / total * 100`` (all 0.0 while total is 0).
+  event time) each window W covers buckets ``[n - W, n)``: ``HM_<w>_<nx>x<ny>_<p>``
+  with each cell's share ``count[c] / total`` in parts per million, in the
+  compact form of ``workers.sparse_heatmap`` (non-zero cells only).
+- A map is emitted only when it differs from the stream's previous tuple (at
+  first: from the empty map). Between two tuples the map is the earlier one;
+  the stream's watermark says up to which event time that is certain. So a
+  player without data, the game time before a short match's first sample and
+  a whole-game map in a gap of the data emit nothing.
 
 Two paths give the same bytes (``arrays`` param, default true): the array
 path keeps each window's counts per grid cell in numpy vectors
@@ -41,6 +47,7 @@ from workers.debs import PLAYERS, PS_PER_S, WINDOWS, X_MAX, X_MIN, Y_MAX, Y_MIN
 from workers.gametime import GAME_SECONDS, pieces, ts_of_game
 from workers.gridcounts import GridWindows
 from workers.players import PlayerStreamsComponent, check_inputs_match, selected_players, selected_subset
+from workers.sparse_heatmap import EMPTY_BODY, encode_body, shares_ppm
 from workers.windows import Windows
 
 FINE_X, FINE_Y = 64, 100
@@ -112,30 +119,29 @@ def side_by_side_table(grids: list[str]) -> np.ndarray:
     return np.stack(columns, axis=1)
 
 
-#: A heat-map tuple as ``encode`` would write it: i, ts, player (JSON), cells (JSON).
-_TUPLE = b'{"i":%d,"ts":%d,"player":%b,"cells":%b}'
+#: A heat-map tuple as ``encode`` would write it: i, ts, player (JSON), grid, compact cells (``sparse_heatmap``).
+_TUPLE = b'{"i":%d,"ts":%d,"player":%b,"grid":"%b",%b}'
 
 
-def encode_cells(shares: dict[int, float], size: int) -> bytes:
-    """The JSON list of ``size`` floats that are 0.0 except ``shares``, exactly as orjson writes a list.
-
-    Every player emits 16 grids per game second; orjson writes a numpy array
-    1.2-1.7x faster than the same Python list, and the bytes are identical.
-    """
-    cells = np.zeros(size)
-    if shares:
-        cells[list(shares)] = list(shares.values())
-    return orjson.dumps(cells, option=orjson.OPT_SERIALIZE_NUMPY)
+def grid_counts(sums: dict[int, int], grid: str) -> np.ndarray:
+    """The per-event path: a window's ps per joint cell summed into the cells of ``grid``."""
+    nx, ny = GRIDS[grid]
+    counts = np.zeros(nx * ny, dtype=np.int64)
+    table = _TABLES[grid]
+    for key, d in sums.items():
+        counts[table[key]] += d
+    return counts
 
 
 class _Player:
-    __slots__ = ("cell", "last_ts", "name", "next_n", "second", "streams", "windows")
+    __slots__ = ("cell", "last", "last_ts", "name", "next_n", "second", "streams", "windows")
 
     def __init__(self, name: str, windows: Windows[int] | GridWindows,
                  streams: list[list[tuple[str, OutputStream]]]) -> None:
         self.name = name
         self.windows = windows
         self.streams = streams  # per window: (grid name, stream)
+        self.last = [[EMPTY_BODY] * len(grids) for grids in streams]  # per window and grid: the body last emitted
         self.last_ts: int | None = None
         self.cell = 0  # joint cell of the latest sample
         self.next_n = 1
@@ -147,7 +153,7 @@ class HeatMap(PlayerStreamsComponent):
     """Player samples -> ``HM_<window>_<nx>x<ny>_<player>`` once per game second."""
 
     type_name = "heatmap"
-    state_attributes = (*PlayerStreamsComponent.COUNTERS, "_state", "emitted")
+    state_attributes = (*PlayerStreamsComponent.COUNTERS, "_state", "emitted", "unchanged")
     own_params = ("players", "windows", "grids", "arrays")
 
     @classmethod
@@ -177,6 +183,7 @@ class HeatMap(PlayerStreamsComponent):
             counted = GridWindows(lengths, table, sizes) if self.arrays else Windows(lengths)
             self._state[p] = _Player(p, counted, streams)
         self.emitted = 0
+        self.unchanged = 0  # maps not emitted, as they equal the stream's previous tuple
 
     def process(self, events: list[Tuple]) -> None:
         for st, ts, x, y, since in self.usable_samples(events, self._state):
@@ -196,35 +203,29 @@ class HeatMap(PlayerStreamsComponent):
             st.cell = joint_cell(x, y)
 
     def _emit(self, st: _Player) -> None:
-        """Emit every window and grid for the game second boundary ``st.next_n`` and move on."""
+        """Emit every window and grid that changed, for the game second boundary ``st.next_n``, and move on."""
         n = st.next_n
         st.next_n = n + 1
-        ts = ts_of_game(n * PS_PER_S)
-        name_json = orjson.dumps(st.name)
         st.windows.slide(n * PS_PER_S)
         if isinstance(st.windows, GridWindows):
-            for w, streams in enumerate(st.streams):
-                for (_grid, stream), cells in zip(streams, st.windows.encoded(w), strict=True):
-                    stream.extend_encoded([_TUPLE % (stream.next_index, ts, name_json, cells)])
-                self.emitted += len(streams)
-            return
-        for w, streams in zip(st.windows, st.streams, strict=True):
-            total = sum(w.sums.values())
-            for grid, stream in streams:
-                nx, ny = GRIDS[grid]
-                table = _TABLES[grid]
-                shares: dict[int, float] = {}
-                if total:
-                    counts: dict[int, int] = {}
-                    for key, d in w.sums.items():
-                        c = table[key]
-                        counts[c] = counts.get(c, 0) + d
-                    shares = {c: d / total * 100 for c, d in counts.items()}
-                record = _TUPLE % (stream.next_index, ts, name_json, encode_cells(shares, nx * ny))
-                stream.extend_encoded([record])
+            per_window = [st.windows.bodies(w) for w in range(len(st.streams))]
+        else:
+            per_window = []
+            for w, streams in zip(st.windows, st.streams, strict=True):
+                total = sum(w.sums.values())
+                per_window.append([encode_body(shares_ppm(grid_counts(w.sums, grid), total)) for grid, _ in streams])
+        ts = ts_of_game(n * PS_PER_S)
+        name_json = orjson.dumps(st.name)
+        for streams, bodies, last in zip(st.streams, per_window, st.last, strict=True):
+            for g, ((grid, stream), body) in enumerate(zip(streams, bodies, strict=True)):
+                if body == last[g]:
+                    self.unchanged += 1
+                    continue
+                last[g] = body
+                stream.extend_encoded([_TUPLE % (stream.next_index, ts, name_json, grid.encode(), body)])
                 self.emitted += 1
 
     def counters(self) -> dict[str, Any]:
         return {
-            **super().counters(), "emitted": self.emitted,
+            **super().counters(), "emitted": self.emitted, "unchanged": self.unchanged,
         }

@@ -98,8 +98,8 @@ def _write_heatmaps(out_dir: str, emissions: dict[str, int], windows: list[str],
     files = _StreamFiles(out_dir)
     for player, group in itertools.groupby(rows, key=lambda r: r["player"]):
         buckets = [(r["n"], r["cell"], r["d"]) for r in group]
-        for stream, ts, cells in heatmap_rows(player, emissions.get(player, 0), buckets, windows, grids):
-            files.write(stream, {"ts": ts, "player": player, "cells": cells})
+        for stream, ts, compact in heatmap_rows(player, emissions.get(player, 0), buckets, windows, grids):
+            files.write(stream, {"ts": ts, "player": player, **compact})
     files.close()
     yield from files.counts.items()
 

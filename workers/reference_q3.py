@@ -7,8 +7,9 @@ position with that grid's own bounds, packed into one long. The emission at game
 function of those buckets: the sum over buckets ``[n - W, n)`` (``[0, n)`` for
 the whole game), for every n from 1 up to the last boundary the player's data
 reaches. That last step is a dense sliding sum over at most 3597 buckets per
-player: done per player with numpy prefix sums (integer, exact), then
-``count / total * 100`` in doubles, as the definition says.
+player: done per player with numpy prefix sums (integer, exact), then the
+shares in ppm through ``workers.sparse_heatmap.shares_ppm``, the rounding the
+component uses, keeping only the maps that differ from the stream's previous one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from workers.debs import PS_PER_S, WINDOWS, X_MAX, X_MIN, Y_MAX, Y_MIN
 from workers.reference_time import GAME_SECONDS, L1, S1, S2, intervals, parts, piece_columns
+from workers.sparse_heatmap import runs_and_values, shares_ppm
 
 GRIDS: dict[str, tuple[int, int]] = {"8x13": (8, 13), "16x25": (16, 25), "32x50": (32, 50), "64x100": (64, 100)}
 HM_WINDOWS = ("1min", "5min", "10min", "wholeGame")
@@ -83,8 +85,11 @@ def boundaries_reached(last_ts: int) -> int:
 
 
 def heatmap_rows(player: str, emissions: int, buckets: list[tuple[int, int, int]], windows: list[str],
-                 grids: list[str], chunk: int = 240) -> Iterator[tuple[str, int, list[float]]]:
-    """(stream, ts, cells) of one player in stream-then-ts order; ``buckets`` = (n, joint cell, d)."""
+                 grids: list[str], chunk: int = 240) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """(stream, ts, compact map) of one player in stream-then-ts order; ``buckets`` = (n, joint cell, d).
+
+    Only the maps that differ from the stream's previous one (at first: from the empty map) are given.
+    """
     if emissions <= 0:
         return
     used = sorted({c for _, c, _ in buckets})
@@ -107,14 +112,16 @@ def heatmap_rows(player: str, emissions: int, buckets: list[tuple[int, int, int]
             nx, ny = GRIDS[grid]
             stream = f"HM_{window}_{grid}_{player}"
             target = grid_cells(used_arr, grid)
+            previous = np.zeros(nx * ny, dtype=np.int64)
             for start in range(0, emissions, chunk):
                 stop = min(start + chunk, emissions)
                 block = np.zeros((stop - start, nx * ny), dtype=np.int64)
                 if target.size:
                     np.add.at(block, (slice(None), target), counts[start:stop])
-                tot = total[start:stop].astype(np.float64)
-                safe = np.where(tot > 0, tot, 1.0)
-                cells = block.astype(np.float64) / safe[:, None] * 100.0
-                cells[tot == 0] = 0.0
-                for k, row in enumerate(cells.tolist()):
-                    yield stream, ts[start + k], row
+                for k in range(stop - start):
+                    ppm = shares_ppm(block[k], int(total[start + k]))
+                    if np.array_equal(ppm, previous):
+                        continue
+                    previous = ppm
+                    runs, values = runs_and_values(ppm)
+                    yield stream, ts[start + k], {"grid": grid, "runs": runs.tolist(), "ppm": values.tolist()}

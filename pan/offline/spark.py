@@ -2,17 +2,23 @@
 
 One place decides how Spark starts: embedded ``local[*]`` unless a master URL
 is given, no web UI, quiet logs, a driver heap sized to the machine, and a
-clear error when Java is missing or older than Spark 4 needs (17).
+clear error when Java is missing or older than Spark 4 needs (17); and how a
+job stops when it is interrupted (``stoppable``).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from types import FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -116,4 +122,49 @@ def get_session(master: str | None = None, app_name: str = "pan", driver_memory:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # not a line per connection it opens and closes
     return spark
+
+
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return "py4j" not in record.pathname
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # py4j's connection is cut mid-read: what it logs about that (on its own loggers and on the root one) is
+    # the interruption, not an error to show
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logging.getLogger().addFilter(_not_from_py4j)
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def stoppable(spark: SparkSession, wait_s: float = 60.0) -> Iterator[None]:
+    """Ctrl-C or SIGTERM while Spark works stops its JVM and raises KeyboardInterrupt, without tracebacks.
+
+    PySpark's own SIGINT handler cancels the jobs through py4j from inside the
+    handler, while the main thread is blocked reading py4j's socket: py4j then
+    prints a "reentrant call" traceback per connection, and every killed task a
+    Java one. Here the handler only raises; the JVM is then told to log
+    nothing more, terminated (its shutdown hooks remove its temporary folders)
+    and waited for, so the caller can clean up its own output knowing that
+    nothing writes to it any more.
+    """
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    except KeyboardInterrupt:
+        jvm = getattr(spark.sparkContext._gateway, "proc", None)
+        if jvm is not None and jvm.poll() is None:
+            with contextlib.suppress(Exception):  # the aborted jobs' errors are the interruption's, not news
+                spark.sparkContext.setLogLevel("OFF")
+            jvm.terminate()
+            try:
+                jvm.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                jvm.kill()
+                jvm.wait()
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -37,6 +37,7 @@ from pan.http.addresses import free_port
 from pan.repository.client import RepositoryClient
 from pan.workflow.parser import on_free_ports
 from tests.conftest import ROOT, Processes
+from workers.sparse_heatmap import dense
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -189,7 +190,8 @@ def test_the_dashboard_shows_the_match_and_the_network_live(split: Path, process
         last = newest(repository, chosen)
         return (last is not None and page.attr("heatmap", "data-stream") == chosen
                 and page.attr("heatmap", "data-cells") == str(8 * 13) and page.attr("heatmap", "data-i") == str(
-                    last["i"]) and abs(float(page.attr("heatmap", "data-max")) - max(last["cells"])) < 1e-6)
+                    last["i"]) and page.attr("heatmap", "data-max") == str(max(1, int(dense(last).max())))
+                and page.attr("heatmap", "data-sum") == str(int(dense(last).sum())))
 
     wait_for(f"the heat map drawn from {chosen}", heat_map_drawn)
     page.screenshot("heatmap")

@@ -31,3 +31,19 @@ def test_a_silent_query_is_named(tmp_path: Path) -> None:
     line = queries_line(out)
     assert line.startswith("queries: no output from ball hits (Q2), heat maps (Q3), shots (Q4) ")
     assert line.endswith("answered: running (Q1) 1, possession (Q2) 1; no sprint")
+
+
+def test_the_demo_records_the_query_answers_not_the_sensor_rate_streams() -> None:
+    from pan.workflow.parser import load_workflow
+    from simulator.replay import output_streams
+    from workers.demo_cli import DEFAULT_WORKFLOW, recorded_streams
+
+    every = output_streams(load_workflow(DEFAULT_WORKFLOW))
+    kept = recorded_streams(every)
+    left_out = set(every) - set(kept)
+    assert {"SHOTS", "BALLHITS", "BP_wholeGame_A", "HM_wholeGame_64x100_A2", "RUN_B8", "RUNAGG_1min_A1"} <= set(kept)
+    assert {"SENSOR105", "A1", "REFEREE", "ACTIVEBALL", "INTERRUPTIONS"} <= left_out
+    assert not [s for s in kept if s.startswith(("SENSOR", "ACTIVEBALL", "INTERRUPTIONS"))]
+    answers = [s for s in kept if not s.endswith("_late")]
+    possession = [s for s in answers if s.startswith("BP_")]
+    assert len(answers) == 16 * 6 + 16 * 16 + len(possession) + 2 and len(possession) == 16 + 5 * 2

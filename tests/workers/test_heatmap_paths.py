@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import random
+from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
-from pan.components.testing import build_component
+from pan.components.testing import build_component, output_tuples
 from pan.config.specs import WorkflowError
 from tests.support.match_feed import OFFLINE, load_match, merged, player_stream_of
 from tests.workers.paths import Twins
@@ -16,6 +19,7 @@ from workers.debs import FIRST_HALF, PS_PER_MS, PS_PER_S, SECOND_HALF
 from workers.gametime import GAME_PS
 from workers.gridcounts import GridWindows
 from workers.heatmap import _TABLES, GRIDS, side_by_side_table
+from workers.sparse_heatmap import PPM, dense, encode_body
 
 S1, E1 = FIRST_HALF
 S2, _E2 = SECOND_HALF
@@ -68,16 +72,20 @@ def test_gaps_longer_than_a_second_and_lost_samples() -> None:
 
 
 def test_windows_empty_again_after_the_data_stops() -> None:
-    """A player whose data stops: the 1-minute window empties, the whole game keeps its shares."""
+    """A player whose data stops: the 1-minute window empties (one empty map), the whole game keeps its shares."""
     pair = twins(players=["A7"], windows=["1min", "wholeGame"], grids=["64x100"])
-    pair.process(walk(5, ["A7"], S1, 5))
-    pair.process(walk(6, ["A7"], S1 + 70 * PS_PER_S, 1)[-1:])  # one sample 66 s later: 70 s of emissions
-    outputs = pair.per_event.ctx.outputs
-    assert outputs["HM_1min_64x100_A7"].next_index >= 69 and pair.compared >= 2 * 69
+    pair.process(walk(5, ["A7"], S1, 5, skip=0))  # samples up to 4.98 s
+    pair.process(walk(6, ["A7"], S1 + 70 * PS_PER_S, 1)[-1:])  # one sample 66 s later: 70 s of boundaries
+    one = output_tuples(pair.per_event, "HM_1min_64x100_A7")
+    whole = output_tuples(pair.per_event, "HM_wholeGame_64x100_A7")
+    assert [t["ts"] for t in one] == [S1 + n * PS_PER_S for n in (1, 2, 3, 4, 5, 61, 62, 63, 64, 65)]
+    assert (one[-1]["runs"], one[-1]["ppm"]) == ([], []) and all(t["ppm"] for t in one[:-1])
+    assert [t["ts"] for t in whole] == [S1 + n * PS_PER_S for n in (1, 2, 3, 4, 5)]
+    assert whole[-1]["ppm"] == one[4]["ppm"] and pair.compared == 15
 
 
 def test_totals_of_a_whole_game_stay_exact() -> None:
-    """Counts as large as a game allows (above 2**51 ps): shares are still the per-event path's quotient."""
+    """Counts as large as a game allows (above 2**51 ps): shares are still the exact quotient, rounded to ppm."""
     grids = list(GRIDS)
     counted = GridWindows([None], side_by_side_table(grids), [GRIDS[g][0] * GRIDS[g][1] for g in grids])
     cells = (5, 4000, 83199, 4001)
@@ -93,10 +101,11 @@ def test_totals_of_a_whole_game_stay_exact() -> None:
         expected: dict[int, int] = {}
         for cell, amount in zip(cells, ps, strict=True):
             expected[table[cell]] = expected.get(table[cell], 0) + amount
-        full = [0.0] * (GRIDS[grid][0] * GRIDS[grid][1])
+        full = np.zeros(GRIDS[grid][0] * GRIDS[grid][1], dtype=np.int64)
         for c, d in expected.items():
-            full[c] = d / total * 100
-        assert counted.encoded(0)[g] == orjson.dumps(full), grid
+            full[c] = math.floor(Fraction(d, total) * PPM + Fraction(1, 2))
+        assert counted.bodies(0)[g] == encode_body(full), grid
+        assert dense({"grid": grid, **orjson.loads(b"{" + counted.bodies(0)[g] + b"}")}).tolist() == full.tolist()
 
 
 @pytest.mark.parametrize("bad", ["yes", 1, None])
@@ -126,4 +135,6 @@ def test_generated_match_tuple_for_tuple(match: dict[str, Any]) -> None:
             pair.feed(stream, batch)
     pair.finish()
     seconds = (samples[-1]["ts"] - S1) // PS_PER_S
-    assert pair.compared == len(players) * 16 * seconds
+    counters = pair.per_event.counters()
+    assert counters["emitted"] + counters["unchanged"] == len(players) * 16 * seconds
+    assert pair.compared == counters["emitted"] > len(players) * 16 * seconds * 9 // 10

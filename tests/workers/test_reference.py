@@ -20,6 +20,7 @@ import pytest
 from pan.cli import main
 from pan.components.testing import output_tuples
 from workers.debs import FIRST_HALF, PLAYERS, PS_PER_MS, PS_PER_S, SECOND_HALF
+from workers.sparse_heatmap import PPM, dense, dense_percent
 
 S1, E1 = FIRST_HALF
 S2 = SECOND_HALF[0]
@@ -149,22 +150,23 @@ def test_standing_in_one_cell_gives_exact_heat_maps(hand_made: Path) -> None:
             for grid, c in cell.items():
                 tuples = read_stream(hand_made, f"HM_{window}_{grid}_{player}")
                 heads = [(t["i"], t["ts"], t["player"]) for t in tuples]
-                assert heads == [(n - 1, S1 + n * PS_PER_S, player) for n in (1, 2, 3)]
-                expected = [0.0] * size[grid]
-                expected[c] = 100.0
-                assert all(t["cells"] == expected for t in tuples), (window, grid, player)
+                assert heads == [(0, S1 + PS_PER_S, player)]  # three boundaries, one map: it never changes
+                assert (tuples[0]["grid"], tuples[0]["runs"], tuples[0]["ppm"]) == (grid, [c, 1], [PPM])
+                assert dense(tuples[0]).tolist() == [PPM if k == c else 0 for k in range(size[grid])]
     assert read_stream(hand_made, "HM_1min_8x13_A1") == []
-    # A2 ran along y = 0 from x = 20000 mm at game second 10, at 2.5 m/s: boundaries 1..10 are all zeros; at 12 s
-    # each cell of row 49 holds the share of the 5 m it ran in the cell's 820 mm (within a 20 ms slot: 1%).
+    # A2 ran along y = 0 from x = 20000 mm at game second 10, at 2.5 m/s: boundaries 1..10 have nothing counted
+    # and send nothing; at 12 s each cell of row 49 holds the share of the 5 m it ran in the cell's 820 mm
+    # (within a 20 ms slot: 1%).
     a2 = read_stream(hand_made, "HM_wholeGame_64x100_A2")
     # 13 s: the tuple of A2's last, partial slot (emitted at the end of the data) ends after it
-    assert [t["ts"] for t in a2] == [S1 + n * PS_PER_S for n in range(1, 14)]
-    assert all(not any(t["cells"]) for t in a2[:10])
+    assert [t["ts"] for t in a2] == [S1 + n * PS_PER_S for n in (11, 12, 13)]
     width = 52483 / 64
     ran = {ix * 100 + 49: max(0.0, min(25000, (ix + 1) * width) - max(20000, ix * width)) / 5000 * 100
            for ix in range(64)}
-    assert all(abs(a2[11]["cells"][c] - ran.get(c, 0.0)) <= 1.0 for c in range(6400))
-    assert sum(ran.values()) == pytest.approx(100.0) and sum(a2[11]["cells"]) == pytest.approx(100.0)
+    at_12 = dense_percent(a2[1])
+    assert all(abs(at_12[c] - ran.get(c, 0.0)) <= 1.0 for c in range(6400))
+    rounding = np.count_nonzero(at_12) * 0.5 * 100 / PPM  # half a ppm per cell, in percent
+    assert sum(ran.values()) == pytest.approx(100.0) and abs(at_12.sum() - 100.0) <= rounding
 
 
 def test_half_time_and_gaps_equal_the_streaming_components(hand_made: Path) -> None:

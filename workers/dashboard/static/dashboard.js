@@ -135,13 +135,25 @@ function drawPitch(ctx, T) {
   }
 }
 
+// A heat-map tuple's dense grid, ppm per cell: the runs of its non-zero cells filled with its values. The
+// browser's copy of workers/sparse_heatmap.py's dense(); the dashboard's browser test holds the two together.
+function denseCells(t, size) {
+  const cells = new Array(size).fill(0);
+  const runs = t.runs || [], values = t.ppm || [];
+  let at = 0;
+  for (let r = 0; r + 1 < runs.length; r += 2) {
+    for (let k = 0; k < runs[r + 1] && runs[r] + k < size; k++) cells[runs[r] + k] = values[at++];
+  }
+  return cells;
+}
+
 function drawHeat(ctx, T) {
   const h = state.heat;
   const info = $("heatmap");
   if (!h || !$("hm-show").checked || h.stream !== heatStream()) return;
   const grid = h.stream.split("_")[2], [nx, ny] = state.config.grids[grid], p = state.config.pitch;
-  const cells = h.tuple.cells || [];
-  const max = Math.max(1e-9, ...cells);
+  const cells = denseCells(h.tuple, nx * ny);
+  const max = Math.max(1, ...cells);
   const dx = (p.x_max - p.x_min) / nx, dy = (p.y_max - p.y_min) / ny;
   for (let ix = 0; ix < nx; ix++) for (let iy = 0; iy < ny; iy++) {
     const v = cells[ix * ny + iy];
@@ -150,7 +162,7 @@ function drawHeat(ctx, T) {
     ctx.fillRect(T.toX(p.y_min + iy * dy), T.toY(p.x_min + ix * dx), dy * T.s + 0.5, dx * T.s + 0.5);
   }
   info.dataset.stream = h.stream; info.dataset.i = h.tuple.i; info.dataset.cells = cells.length;
-  info.dataset.max = max;
+  info.dataset.max = max; info.dataset.sum = cells.reduce((a, b) => a + b, 0);
   info.textContent = `${h.stream} #${h.tuple.i}`;
 }
 
