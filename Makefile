@@ -91,6 +91,7 @@ bench: $(STAMP) chromium
 	$(BIN)/pan bench ordering-modes --write docs/ordering.md
 	$(BIN)/pan bench speculation --write docs/benchmarks.md
 	$(BIN)/pan bench dashboard --write docs/benchmarks.md
+	$(BIN)/pan bench fullgame --write docs/benchmarks.md
 	$(BIN)/pan bench policies --out docs/policies.json
 
 clean:

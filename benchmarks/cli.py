@@ -47,6 +47,7 @@ BENCHMARKS: dict[str, str] = {
     "policies": "benchmarks.policies",
     "ingest": "benchmarks.ingest_bench",
     "dashboard": "benchmarks.dashboard_bench",
+    "fullgame": "benchmarks.fullgame_bench",
 }
 
 

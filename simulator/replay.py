@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import aiohttp
 import orjson
@@ -50,6 +50,7 @@ from pan.repository.client import RepositoryClient
 from pan.wire import line_pages
 from pan.wire.arrow_pages import WIRE_ENV
 from pan.workflow.health import failed_tasks
+from simulator.recording import StreamFile, stream_file
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ class ReplayResult:
     cpu_s: dict[str, float] = field(default_factory=dict)
     #: the recorder's ``POST /pages`` requests and the pages they carried
     recorder_requests: dict[str, int] = field(default_factory=dict)
+    #: stream -> bytes of JSON lines recorded (before compression, if the recording is compressed)
+    json_bytes: dict[str, int] = field(default_factory=dict)
 
 
 def output_streams(workflow: Workflow) -> list[str]:
@@ -140,12 +143,13 @@ RECORD_REQUEST_TIMEOUT_S = 30.0
 
 
 class Recorder:
-    """One subscriber per stream, each appending JSON lines to its own file."""
+    """One subscriber per stream, each appending JSON lines to its own file (``simulator/recording.py``)."""
 
     def __init__(self, workflow: Workflow, streams: list[str], out_dir: Path, *, wire: Wire | None = None,
-                 pace: RecordPace = PACED, decode: bool = False) -> None:
+                 pace: RecordPace = PACED, decode: bool = False, compress: bool = False) -> None:
         """``wire``: the page format to ask for (default: this process's, ``PAN_WIRE``); ``decode``: decode
-        every tuple and encode it again even over JSON (as before line pages; benchmarks compare the two)."""
+        every tuple and encode it again even over JSON (as before line pages; benchmarks compare the two);
+        ``compress``: zstd-compressed files."""
         self.workflow = workflow
         self.streams = streams
         self.out_dir = out_dir
@@ -153,9 +157,10 @@ class Recorder:
         #: Tuples are recorded as the publishers' bytes (line pages), except over Arrow, which is measured.
         self.encoded = self.wire == "json" and not decode
         self.pace = pace
+        self.compress = compress
         self.counts = dict.fromkeys(streams, 0)
         self.subscribers: dict[str, StreamSubscriber] = {}
-        self._files: dict[str, IO[bytes]] = {}
+        self._files: dict[str, StreamFile] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
         self.batcher: PageBatcher | None = None
@@ -172,7 +177,7 @@ class Recorder:
         self.batcher = PageBatcher(self._session, request_timeout_s=RECORD_REQUEST_TIMEOUT_S, token=self.trust.token,
                                    tls=self.trust.client_tls(), one_request_out=True, lines=self.encoded)
         for stream in self.streams:
-            self._files[stream] = (self.out_dir / f"{stream}.jsonl").open("wb")
+            self._files[stream] = stream_file(self.out_dir, stream, self.compress)
             subscriber = StreamSubscriber(
                 stream,
                 self.workflow.repository_addresses,
@@ -223,6 +228,10 @@ class Recorder:
     def total(self) -> int:
         return sum(self.counts.values())
 
+    def json_bytes(self) -> dict[str, int]:
+        """Bytes of JSON lines written per stream so far (before compression)."""
+        return {stream: file.json_bytes for stream, file in self._files.items()}
+
     def progress(self) -> tuple[int, tuple[Any, ...]]:
         """Tuples recorded and every stream's watermark: anything moving means the run goes on."""
         return self.total(), tuple(sub.progress.wm for sub in self.subscribers.values())
@@ -271,6 +280,7 @@ async def replay(
     decode: bool = False,
     attach: bool = False,
     log_dir: Path | None = None,
+    compress: bool = False,
 ) -> ReplayResult:
     """Run ``workflow``, record its outputs while ``feed()`` sends the input, stop when done.
 
@@ -287,6 +297,7 @@ async def replay(
     ``attach``: the workflow runs already (e.g. on many hosts, `pan deploy up`): start no peers, only wait for
     its producers, feed and record (``wire`` then sets only the recorder's format).
     ``log_dir``: where `pan run` and each of its children write their output (default ``record_dir/logs``).
+    ``compress``: the recording's files are zstd-compressed (``simulator/recording.py``).
     Should any of them end before the replay does, the replay stops at once with `WorkflowStopped`.
     """
     log_dir = record_dir / "logs" if log_dir is None else log_dir
@@ -298,7 +309,7 @@ async def replay(
     started = time.monotonic()
     run, lifeline = (None, None) if attach else await _start_workflow(workflow_path, wire, log_dir)
     recorder = Recorder(workflow, streams, record_dir, wire=None if wire is None else recorder_wire(wire),
-                        pace=pace, decode=decode)
+                        pace=pace, decode=decode, compress=compress)
     watching: asyncio.Task[None] | None = None
     timing: dict[str, float] = {}
     failures: dict[str, dict[str, str]] = {}
@@ -333,7 +344,7 @@ async def replay(
             await _stop_workflow(run, lifeline)
     missed = {s: sub.stats.missed for s, sub in recorder.subscribers.items() if sub.stats.missed}
     return ReplayResult(dict(recorder.counts), summary, time.monotonic() - started, timing["feed_s"], missed,
-                        recorder.wire, timing["recorded_s"], failures, cpu, recorder.requests())
+                        recorder.wire, timing["recorded_s"], failures, cpu, recorder.requests(), recorder.json_bytes())
 
 
 def recorder_wire(wire: str) -> Wire:

@@ -22,6 +22,7 @@ from pan.util import console, eventloop
 from pan.wire import arrow_pages
 from pan.workflow.parser import load_workflow, on_free_ports, with_absolute_paths
 from pan.workflow.preflight import ports_in_use
+from simulator import recording
 from simulator.backpressure import FeedBrake
 from simulator.impair import ImpairProfile, ProfileError
 from simulator.replay import PACED, SUPERVISED_CONNECT_TIMEOUT_S, SUPERVISED_GIVE_UP_S, UNPACED, replay
@@ -53,6 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--record-decoded", action="store_true",
                    help="the recorder decodes every tuple and encodes it again, instead of writing the bytes of "
                    "line pages as they come (the same recording; for benchmarks)")
+    p.add_argument("--compress", action="store_true",
+                   help="write each stream zstd-compressed, OUTDIR/<stream>.jsonl.zst (a whole match: about 3 GB "
+                   "instead of 16; needs zstandard, the record extra)")
     p.add_argument("--free-ports", action="store_true",
                    help="move the repository and every worker to free ports (OUTDIR/workflow.json), so that "
                    "several replays can run on one machine")
@@ -116,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
     if args.wire in ("auto", "arrow") and not arrow_pages.available():
         print(f"pan replay: --wire {args.wire} needs pyarrow (pip install 'pan[arrow]')", file=sys.stderr)
         return 2
+    if args.compress and not recording.can_compress():
+        print("pan replay: --compress needs zstandard (pip install 'pan[record]')", file=sys.stderr)
+        return 2
     # Ports are the workflow's own unless it runs already (--attach) or moves to free ones (--free-ports).
     problem = preflight(workflow, args.data, check_ports=not (args.attach or args.free_ports))
     if problem is not None:
@@ -149,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = eventloop.run(replay(Path(workflow_path), workflow, feed, args.record, quiet_s=args.quiet_s,
                                    until_ended=True, wire=args.wire, attach=args.attach,
-                                   decode=args.record_decoded, pace=PACED if args.speedup else UNPACED))
+                                   decode=args.record_decoded, pace=PACED if args.speedup else UNPACED,
+                                   compress=args.compress))
     except (SimulateError, RuntimeError) as exc:  # WorkflowStopped: a peer ended, named with its log's end
         print(f"pan replay: {exc}", file=sys.stderr)
         return 1
@@ -169,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         "held": result.feed.get("held"),  # the feed's stalls while the workflow was behind (None: --strict-pace)
         "tuples": sum(result.streams.values()),
         "streams": result.streams,
+        "json_bytes": result.json_bytes,  # per stream: of JSON lines, before any compression (--compress)
         "missed": result.missed,
         "sent": sum(s.get("sent", 0) for s in result.feed.get("streams", {}).values()),
         "no_data": result.feed.get("no_data", []),  # sensors the workflow expects but the data lacks
@@ -202,7 +211,8 @@ def print_summary(report: dict) -> None:
     busiest = sorted(streams.items(), key=lambda item: -item[1])[:3]
     rows = [
         ("rows fed", f"{report['sent']:,}"),
-        ("output tuples", f"{report['tuples']:,} on {len(streams)} streams"),
+        ("output tuples", f"{report['tuples']:,} on {len(streams)} streams, "
+                          f"{sum(report['json_bytes'].values()) / 1e6:,.1f} MB of JSON"),
         ("busiest streams", ", ".join(f"{name} {count:,}" for name, count in busiest) or "-"),
         ("streams that missed tuples", ", ".join(report["missed"]) or "none"),
         ("sensors without data", ", ".join(report["no_data"]) or "none"),

@@ -22,6 +22,7 @@ import pytest
 
 from pan.launch.lifeline import shared_lifeline
 from pan.workflow.parser import on_free_ports
+from simulator.recording import read_lines, recorded_files
 from tests.conftest import ROOT
 from workers.sparse_heatmap import PPM, dense
 
@@ -170,10 +171,17 @@ def test_impairments_change_nothing(baseline: Path, match: dict[str, Path]) -> N
 
 def test_a_decoding_recorder_records_the_same_bytes(baseline: Path, match: dict[str, Path]) -> None:
     """The recorder writes line pages' bytes as they come; decoding every tuple and encoding it again (as it did
-    before line pages) must give the same files, byte for byte, late side outputs and forwarded sensors included."""
+    before line pages) must give the same files, byte for byte, late side outputs and forwarded sensors included.
+    This one also writes them compressed (--compress): the lines read back are the same bytes."""
     out = match["tmp"] / "decoded"
-    replay(relocated("full_game_3_peers.json", match["tmp"]), match["split"], out, "--record-decoded")
-    reference, decoded = streams(baseline, skip_late=False), streams(out, skip_late=False)
+    report = replay(relocated("full_game_3_peers.json", match["tmp"]), match["split"], out, "--record-decoded",
+                    "--compress")
+    reference = streams(baseline, skip_late=False)
+    files = recorded_files(out)
+    assert all(path.name.endswith(".jsonl.zst") for path in files.values())
+    decoded = {name: b"".join(line + b"\n" for line in read_lines(path)) for name, path in sorted(files.items())}
     assert decoded.keys() == reference.keys() and sum(map(len, reference.values())) > 10**6
+    assert report["json_bytes"] == {name: len(data) for name, data in reference.items()}
+    assert sum(path.stat().st_size for path in files.values()) < sum(report["json_bytes"].values()) / 2
     different = [name for name in reference if decoded[name] != reference[name]]
     assert not different, (different[:5], warnings_of(out), warnings_of(baseline))
