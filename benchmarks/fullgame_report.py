@@ -83,6 +83,7 @@ def report(results: dict[str, Any]) -> str:
          for name, streams, f in [*((family, str(f["streams"]), f) for family, f in recording["families"].items()),
                                   ("**total**", cell(recording["streams"], 0), recording)]])
     missed = f"; {replay['missed_runs']} run(s) missed tuples" if replay["missed_runs"] else ""
+    minutes = config["game_s"] / 60
     return "\n".join([
         *common.report_head("## The whole pipeline on a generated match: generate, split, replay", results),
         "",
@@ -108,7 +109,7 @@ def report(results: dict[str, Any]) -> str:
         f"streams, of {results['streams_expected']} output streams in the workflow{missed}. The recording per "
         "stream family (the name up to its first `_` or digit; A1..B8 are the player averages): the bytes of its "
         "files on disk, zstd-compressed, and of its JSON lines before compression (`pan replay --json`'s "
-        f"`json_bytes`), in all and per minute of play ({config['game_s'] / 60:g} minutes):",
+        f"`json_bytes`), in all and per minute of play ({minutes:g} minute{'' if minutes == 1 else 's'}):",
         "",
         families,
     ]) + "\n"

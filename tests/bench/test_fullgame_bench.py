@@ -1,5 +1,6 @@
 """`pan bench fullgame`: the whole pipeline (generate, Spark split, replay) on half a minute of match, its report
-section and figures; a disk too small for the run and an interrupted run."""
+section and figures; a disk too small for the run and an interrupted run; the recording per minute of play does not
+depend on the match's length."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import psutil
@@ -17,6 +19,7 @@ import pytest
 from benchmarks import fullgame_bench, fullgame_measure, results
 from pan.launch.lifeline import shared_lifeline
 from pan.workflow.parser import load_workflow
+from simulator import disk_space
 from simulator.replay import output_streams
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,17 +27,22 @@ WORKFLOW = ROOT / "workflows" / "full_game_3_peers.json"
 PAN = [sys.executable, "-m", "pan"]
 
 
+def bench(folder: Path, *argv: str) -> dict[str, Any]:
+    """The results of one `pan bench fullgame` run with ``argv``, in ``folder``, that must succeed."""
+    done = subprocess.run([*PAN, "bench", "fullgame", *argv], cwd=folder, capture_output=True, timeout=900,
+                          check=False, **shared_lifeline().spawn_options())  # a killed pytest leaves no benchmark
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return orjson.loads(done.stdout)
+
+
 @pytest.mark.process
 def test_half_a_minute_through_every_phase_writes_its_section(tmp_path: Path) -> None:
     report = tmp_path / "b.md"
-    done = subprocess.run([*PAN, "bench", "fullgame", "--minutes", "0.5", "--reps", "1", "--report", str(report)],
-                          cwd=tmp_path, capture_output=True, timeout=600, check=False,
-                          **shared_lifeline().spawn_options())  # a killed pytest leaves no benchmark behind
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
-    summary = orjson.loads(done.stdout)
+    summary = bench(tmp_path, "--minutes", "0.5", "--reps", "1", "--report", str(report))
     text = report.read_text()
     assert "<!-- fullgame:start -->" in text and "<!-- fullgame:end -->" in text
     assert "| `replay` |" in text and "| `pan peer peer1` |" in text and "| HM |" in text
+    assert "`pan replay --compress`" in text and "| MB on disk (zstd) | MB of JSON |" in text
     phases = summary["phases"]
     assert list(phases) == ["generate", "split", "replay"]
     for name, phase in phases.items():
@@ -43,6 +51,10 @@ def test_half_a_minute_through_every_phase_writes_its_section(tmp_path: Path) ->
     assert "pan split (Spark driver)" in phases["split"]["processes"]
     recording = phases["replay"]["recording"]
     assert recording["families"]["HM"]["bytes"]["median"] > 0 and recording["families"]["BP"]["bytes"]["median"] > 0
+    sensors = recording["families"]["SENSOR"]
+    assert 0 < sensors["bytes"]["median"] < sensors["json_bytes"]["median"]  # compressed
+    assert sensors["bytes_per_min"]["median"] == pytest.approx(2 * sensors["bytes"]["median"], rel=1e-3)
+    assert recording["json_bytes"]["median"] == sum(f["json_bytes"]["median"] for f in recording["families"].values())
     streams = len(output_streams(load_workflow(WORKFLOW)))
     assert recording["streams"]["median"] == summary["streams_expected"] == streams
     assert summary["config"]["game_s"] == 30.0 and summary["runs"][0]["rows"] > 0
@@ -65,14 +77,16 @@ def test_a_disk_too_small_is_refused_before_anything_starts(tmp_path: Path,
         asked.append(path)
         return 2 * 10**9
 
-    assert fullgame_bench.run(parsed("--out", str(out)), free=small_disk) == 2  # a whole match: ~25 GB
+    assert fullgame_bench.run(parsed("--out", str(out)), free=small_disk) == 2  # a whole match: ~19 GB
     err = capsys.readouterr().err
     assert asked == [out.resolve()] and not out.exists()
-    assert err.count("\n") == 1 and err.startswith(f"pan bench fullgame: --out {out.resolve()}: 2.0 GB free, ")
-    assert "Traceback" not in err and "GB (the generated CSV, its split and the replay's recording)" in err
-    whole = fullgame_measure.needed_bytes(fullgame_bench.game_seconds(None) + 20)
-    assert 15e9 < whole < 40e9 and fullgame_measure.needed_bytes(50) < 1e9
-    assert fullgame_measure.disk_refusal(out, whole, lambda _: whole) is None
+    whole = fullgame_measure.needed_bytes(fullgame_bench.game_seconds(None) + 4 * fullgame_bench.LEAD_S)
+    assert err == (f"pan bench fullgame: the run (the generated CSV, its split and the replay's compressed recording) "
+                   f"needs about {whole / 1e9:.1f} GB, but {out.resolve()} has 2.0 GB free: free some space or choose "
+                   "another folder\n")
+    csv = disk_space.generated_bytes(fullgame_bench.game_seconds(None) + 20)
+    assert (1 + disk_space.SPLIT_FACTOR) * csv < whole < (1 + disk_space.SPLIT_FACTOR) * csv + 5e9  # recording ~3 GB
+    assert 15e9 < whole < 25e9 and fullgame_measure.needed_bytes(50) < 1e9
 
 
 def test_processes_and_streams_are_named_for_the_tables() -> None:
@@ -118,3 +132,31 @@ def test_an_interrupted_run_stops_its_children_and_removes_its_files(tmp_path: P
     _, alive = psutil.wait_procs(children, timeout=10)
     assert not alive, [p.cmdline() for p in alive]
     assert not work.exists()
+
+
+#: Stream families this large (bytes on disk, in the longer run) are compared per minute of play.
+COMPARED_FROM = 1e6
+#: How far apart the two runs' bytes per minute of play may be.
+PER_MINUTE_FACTOR = 1.5
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(1800)
+def test_the_recording_per_minute_of_play_does_not_depend_on_the_matchs_length(tmp_path: Path) -> None:
+    """0.5 and 1.5 minutes of play record about as many bytes per minute in every family above 1 MB.
+
+    Why a factor 1.5, not 1: the leads (5 s of rows before and after each half) are the same in both runs, so they
+    weigh three times as much per minute of the shorter one, and the whole-game maps (`HM_wholeGame_*`) grow with
+    the cells a player has covered, more slowly than the minutes. What the test is for is a volume that depends
+    on the length of the half or of the match: the old dense heat maps, emitted from kick-off for every second of
+    the 30-minute first half, differed by about 30x between these two lengths; such a dependence shows as 10x or
+    more.
+    """
+    short = bench(tmp_path, "--minutes", "0.5", "--reps", "1")["phases"]["replay"]["recording"]["families"]
+    long = bench(tmp_path, "--minutes", "1.5", "--reps", "1")["phases"]["replay"]["recording"]["families"]
+    compared = {family: (short[family]["bytes_per_min"]["median"], f["bytes_per_min"]["median"])
+                for family, f in long.items() if f["bytes"]["median"] > COMPARED_FROM}
+    assert {"SENSOR", "HM"} <= set(compared), long
+    apart = {family: (a, b) for family, (a, b) in compared.items()
+             if not 1 / PER_MINUTE_FACTOR <= b / a <= PER_MINUTE_FACTOR}
+    assert not apart, f"bytes per minute of play, 0.5 against 1.5 minutes: {apart}"
