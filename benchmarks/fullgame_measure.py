@@ -36,8 +36,8 @@ FAMILY_NAMES = {"A": "player averages", "B": "player averages"}
 # --- disk space -------------------------------------------------------------------------
 
 #: Bytes the replay of full_game_3_peers.json writes per second of rows (play and leads), zstd-compressed
-#: (`pan replay --compress`): 1 min of play, 80 s of rows, recorded 68 MB (360 MB of JSON), i.e. 0.85 MB per
-#: second of rows (a whole match: about 3 GB).
+#: (`pan replay --compress`): 1 min of play (80 s of rows with the leads) recorded 68 MB (360 MB of JSON), 1.5 min
+#: (110 s) 95 MB (503 MB), i.e. 0.85 MB per second of rows (a whole match: about 3 GB).
 RECORD_BYTES_PER_S = 0.9e6
 #: Headroom over the recording's estimate (Spark's staging folder, logs, the estimate's own error); the CSV's
 #: estimate (`simulator.disk_space.generated_bytes`) is already an upper bound.
