@@ -135,7 +135,7 @@ def fm_run(args: argparse.Namespace, work: Path, game_s: float) -> dict[str, Any
     phases: dict[str, dict[str, Any]] = {}
     phases["generate"] = fm.run_phase(
         [*pan, "generate", *length, "--seed", str(args.seed), "--out", str(game)], logs / "generate.log")
-    rows = fm.count_lines(game / "full-game")
+    rows = common.count_lines(game / "full-game")
     phases["split"] = fm.run_phase([*pan, "split", str(game / "full-game"), "--out", str(split)], logs / "split.log")
     manifest = orjson.loads((split / "manifest.json").read_bytes())
     phases["split"]["rows_written"] = manifest["rows"]

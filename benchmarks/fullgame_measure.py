@@ -197,13 +197,3 @@ def per_minute(entry: dict[str, Any], minutes: float) -> dict[str, Any]:
     entry["bytes_per_min"] = round(entry["bytes"] / minutes, 1)
     entry["json_bytes_per_min"] = round(entry["json_bytes"] / minutes, 1)
     return entry
-
-
-def count_lines(path: Path) -> int:
-    """Rows of a CSV file (its newlines, a last line without one counted too), read in blocks."""
-    rows, last = 0, b"\n"
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 24), b""):
-            rows += block.count(b"\n")
-            last = block[-1:]
-    return rows + (last != b"\n")

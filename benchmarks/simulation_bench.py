@@ -38,14 +38,6 @@ def pan(*args: str) -> float:
     return time.perf_counter() - started
 
 
-def count_lines(path: Path) -> int:
-    n = 0
-    with path.open("rb") as f:
-        while block := f.read(1 << 24):
-            n += block.count(b"\n")
-    return n
-
-
 def python_split(source: Path, out: Path) -> float:
     """The prototype's way, single-threaded: append per sensor, then sort each file by ts."""
     started = time.perf_counter()
@@ -80,7 +72,7 @@ def measure(minutes: float | None, full: bool, repeats: int, workdir: Path) -> d
     for i in range(repeats):
         match, split_dir, py_dir = workdir / f"match{i}", workdir / f"spark{i}", workdir / f"py{i}"
         gen.append(pan("generate", *size, "--seed", "7", "--out", str(match)))
-        rows = count_lines(match / "full-game")
+        rows = common.count_lines(match / "full-game")
         spark.append(pan("split", str(match / "full-game"), "--out", str(split_dir)))
         py.append(python_split(match / "full-game", py_dir))
         agree = agree and same_split(split_dir, py_dir)

@@ -11,7 +11,6 @@ import json
 import signal
 import sys
 from pathlib import Path
-from types import FrameType
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,12 +26,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 DISK_FULL = "No space left on device"
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def cmd_split(args: argparse.Namespace) -> int:
-    from pan.offline.spark import SparkUnavailable
+    from pan.offline.spark import SparkUnavailable, interrupt
     from pan.offline.spark_progress import spark_stages
     from simulator.disk_space import SPLIT_FACTOR, is_disk_full, room_problem
     from simulator.split import split
@@ -43,7 +38,7 @@ def cmd_split(args: argparse.Namespace) -> int:
         if problem is not None:
             print(f"pan split: {problem}", file=sys.stderr)
             return 2
-    signal.signal(signal.SIGTERM, _interrupt)  # a stop from outside cleans up as Ctrl-C does
+    signal.signal(signal.SIGTERM, interrupt)  # a stop from outside cleans up as Ctrl-C does
     try:
         with spark_stages("split"):
             manifest = split(args.input, args.out, master=args.master, driver_memory=args.driver_memory)

@@ -130,7 +130,8 @@ def _not_from_py4j(record: logging.LogRecord) -> bool:
     return "py4j" not in record.pathname
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    """A signal handler that turns SIGTERM (or SIGINT) into KeyboardInterrupt, quietly for py4j."""
     # py4j's connection is cut mid-read: what it logs about that (on its own loggers and on the root one) is
     # the interruption, not an error to show
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
@@ -150,7 +151,7 @@ def stoppable(spark: SparkSession, wait_s: float = 60.0) -> Iterator[None]:
     and waited for, so the caller can clean up its own output knowing that
     nothing writes to it any more.
     """
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     except KeyboardInterrupt:
