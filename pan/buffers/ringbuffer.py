@@ -117,8 +117,7 @@ class RingBuffer(Generic[T]):
         index = min(index, self._next - 1)
         if index <= self._first:
             return
-        for dropped in range(self._first, index):
-            self._slots[dropped % self.capacity] = _HOLE  # frees the item now
+        write_wrapped(self._slots, self._first, [_HOLE] * (index - self._first))  # frees the items now
         self._first = index
 
     def truncate_after(self, index: int) -> None:

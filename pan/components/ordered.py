@@ -49,6 +49,11 @@ from pan.util.cpu_share import READERS, BusyShare
 from pan.wire import arrow_pages
 
 READ_BATCH = 2000
+#: Watermark mode: an input stops being read while the unit holds this many of its events and they wait for
+#: a slower input. The rest waits upstream, where the publisher holds it once, encoded, for every reader (and
+#: a replay's feed brake sees it), instead of as decoded tuples in every reader's unit: without this bound,
+#: three units behind a fast ``ACTIVEBALL`` and a slow ``BALLHITS`` held 10 million objects in one peer.
+HELD_PER_INPUT = 20_000
 RECHECK_S = 0.1  # every input is looked at this often even without a wake-up (a safety net, no decision)
 ALPHA_SPAN_S = 0.5  # alpha "auto": the busy factor is measured over this much wall time (seed 002 §4.4)
 ARRIVAL_LOG_HEADER = "arrival_ns,stream,ts\n"
@@ -91,6 +96,8 @@ class OrderedComponent(OrderedFeed, OutputWatermarks, InputLoss, OrderedSpec):
                 channel.row_store = self.row_store
         self._wake = asyncio.Event()
         self._dirty: dict[str, None] = dict.fromkeys(ctx.inputs)  # inputs to look at (a set in input order)
+        self._held_back: dict[str, None] = {}  # inputs not read for now (``HELD_PER_INPUT``)
+        self.held_back_rounds = 0
         self._cursors: dict[str, Cursor] = {}  # where this component has read each input up to
         self._arrivals: IO[str] | None = None
         self._meta_at = 0.0
@@ -128,6 +135,10 @@ class OrderedComponent(OrderedFeed, OutputWatermarks, InputLoss, OrderedSpec):
             dirty, self._dirty = self._dirty, {}
             caught_up = []
             for name in dirty:
+                if self._holds_enough(name):
+                    self._held_back[name] = None
+                    self.held_back_rounds += 1
+                    continue
                 stream = self.ctx.inputs[name]
                 upstream_k = stream.progress.k
                 if upstream_k is not None:
@@ -161,6 +172,9 @@ class OrderedComponent(OrderedFeed, OutputWatermarks, InputLoss, OrderedSpec):
                     self._handle(self.unit.promise(name, upstream.wm))
                 if upstream.raw_wm is not None and isinstance(self.unit, SpeculativeUnit):
                     self._handle(self.unit.raw_promise(name, upstream.raw_wm))
+            for name in [n for n in self._held_back if not self._holds_enough(n)]:  # released enough: read on
+                del self._held_back[name]
+                self._mark_dirty(name)
             now = time.monotonic()
             busy += time.perf_counter() - work_start
             if now - span_start >= ALPHA_SPAN_S:  # alpha "auto": the share of the span spent working
@@ -179,6 +193,11 @@ class OrderedComponent(OrderedFeed, OutputWatermarks, InputLoss, OrderedSpec):
                         await self._wake.wait()
             else:
                 await asyncio.sleep(0)  # let the pull tasks and HTTP handlers run
+
+    def _holds_enough(self, name: str) -> bool:
+        """The unit holds ``HELD_PER_INPUT`` events of this input that wait for a slower one: read it later."""
+        unit = self.unit
+        return isinstance(unit, OrderingUnit) and unit.held(name) >= HELD_PER_INPUT and unit.leads(name)
 
     def _busy_share(self, working: float) -> float:
         """What ``alpha: "auto"`` adapts to: the share of the span the component worked, or the busy CPU share
@@ -210,6 +229,8 @@ class OrderedComponent(OrderedFeed, OutputWatermarks, InputLoss, OrderedSpec):
             "ordering": self.unit.metrics(),
             "untimed_tuples": self.untimed_tuples,
             "input_missed": self.input_missed,
+            "held_back_rounds": self.held_back_rounds,  # rounds an input was not read (HELD_PER_INPUT)
+            "held_back": list(self._held_back),
             "policy": self.policy,
             "loss_reports": self.loss_reports,
             **({} if self.row_store is None else {"column_inputs": self.row_store.counters()}),

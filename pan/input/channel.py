@@ -207,6 +207,15 @@ class InputChannel:
         """The newest index every reader has taken (None without readers: overwriting is harmless)."""
         return min((c.position for c in self._cursors), default=None)
 
+    def release(self) -> None:
+        """Let go of the tuples every reader has taken, now rather than when the ring comes round to them: an
+        input's ring is sized for a lagging reader, and a whole ring of consumed tuples (decoded objects)
+        would otherwise stay in memory for nothing. Makes room for the pull."""
+        consumed = self.consumed
+        if consumed is not None:
+            self.buffer.drop_before(consumed + 1)
+        self._room.set()
+
     def room(self) -> int:
         """How many more tuples fit without overwriting unread ones."""
         consumed = self.consumed
@@ -266,7 +275,7 @@ class Cursor:
         page = channel.buffer.read(after, oldest=limit)
         if page.items:
             self.position = page.indices[-1]
-            channel._room.set()
+            channel.release()
         return Batch(after, page.indices, page.items, page.missed, restarted, retracted)
 
     @property

@@ -147,6 +147,24 @@ class OrderingUnit(ClockModes):
     def pushed_count(self) -> int:
         return self._pushed
 
+    def held(self, stream: str) -> int:
+        """Events of ``stream`` buffered now."""
+        pos = self._input(stream)
+        run = self._ats[pos]
+        return len(self._bts[pos]) + (0 if run is None else len(run))
+
+    def leads(self, stream: str) -> bool:
+        """Watermark mode: ``stream`` has come further than another input that has not ended, so what it
+        brings now waits for that one (False in max mode, where only clk and K decide)."""
+        if not self._watermark:
+            return False
+        pos = self._input(stream)
+        mine = self._prog[pos]
+        if mine is None or self._ended[pos]:
+            return False
+        return any(not ended and (other is None or other < mine)
+                   for i, (other, ended) in enumerate(zip(self._prog, self._ended, strict=True)) if i != pos)
+
     # ------------------------------------------------------------------ input
 
     def push(self, stream: str, events: Sequence[dict]) -> Released:

@@ -43,6 +43,22 @@ def test_room_counts_what_the_slowest_reader_has_not_taken() -> None:
     assert channel.consumed == -1 and channel.room() == 10
 
 
+def test_what_every_reader_has_taken_is_let_go_at_once() -> None:
+    channel = InputChannel("S", RingBuffer(100))
+    slow, fast = channel.cursor(), channel.cursor()
+    channel.add(rows(0, 10))
+    fast.read(8)
+    assert channel.buffer.at(0) is not None  # the slow reader still needs it
+    slow.read(5)
+    assert [channel.buffer.at(i) for i in range(5)] == [None] * 5  # both took 0..4: freed, not left for the ring
+    assert channel.buffer.at(5) == {"i": 5, "ts": 50} and channel.room() == 95
+    assert slow.read(10).indices == list(range(5, 10)) and fast.read(10).indices == [8, 9]
+    assert channel.buffer.at(9) == {"i": 9, "ts": 90}  # the newest is kept (the ring's first/last stay defined)
+    channel.add(rows(10, 2))
+    assert fast.read(10).indices == [10, 11] and slow.read(10).indices == [10, 11]
+    assert channel.counters.missed == 0
+
+
 async def test_the_pull_waits_for_room_and_the_reader_loses_nothing(
     repository: RepositoryServer, workers: WorkerGroup
 ) -> None:
