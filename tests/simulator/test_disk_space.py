@@ -3,11 +3,14 @@ half-written, and says so in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,18 +24,36 @@ from tests.support.live_servers import wait_for
 PAN = [sys.executable, "-m", "pan"]
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 16 MB filesystem (tmpfs), mounted for the test: needs root."""
-    folder = tmp_path / "small"
+@contextlib.contextmanager
+def mounted_tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """A real filesystem of ``size`` (tmpfs) on ``folder`` while the block runs: needs root."""
     folder.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
                                            capture_output=True).returncode != 0:
         pytest.skip("mounting a tmpfs needs root")
     try:
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 16 MB filesystem."""
+    with mounted_tmpfs(tmp_path / "small", "16m") as folder:
+        yield folder
+
+
+def fill_when_it_grows(watched: Path, filler: Path, stop: threading.Event) -> None:
+    """Once ``watched`` holds a megabyte, take every byte left on its filesystem (another program filling the
+    disk), so that the writer of ``watched`` meets a real ENOSPC."""
+    while not stop.is_set():
+        if watched.exists() and watched.stat().st_size > 2**20:
+            with filler.open("wb") as out, contextlib.suppress(OSError):
+                while True:
+                    out.write(b"\0" * 2**20)
+            return
+        time.sleep(0.01)
 
 
 @pytest.mark.process
@@ -59,6 +80,29 @@ def test_a_whole_match_into_a_small_disk_is_refused_before_writing(small_disk: P
     assert done.returncode == 2, done.stderr
     assert "pan generate: the match's CSV needs about 5.2 GB" in done.stderr and "Traceback" not in done.stderr
     assert not (small_disk / "game").exists()
+
+
+@pytest.mark.process
+def test_a_real_disk_that_fills_while_generating_ends_in_one_line(tmp_path: Path) -> None:
+    """The match fits when the check is made; then another program fills the disk half way through."""
+    with mounted_tmpfs(tmp_path / "disk", "160m") as disk:
+        assert generated_bytes(60 + 4 * 5.0) < 160 * 2**20  # the check lets it start
+        game = disk / "game"
+        stop = threading.Event()
+        filler = threading.Thread(target=fill_when_it_grows, args=(game / "full-game", disk / "filler", stop))
+        filler.start()
+        try:
+            done = subprocess.run([*PAN, "generate", "--minutes", "1", "--seed", "5", "--out", str(game)],
+                                  capture_output=True, text=True, timeout=600)
+        finally:
+            stop.set()
+            filler.join()
+        assert (disk / "filler").exists(), "the disk was filled while the match was written"
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr
+        assert (f"pan generate: the disk filled up (No space left on device); removed the partial "
+                f"{game}/full-game") in done.stderr.strip().splitlines()[-1]
+        assert not (game / "full-game").exists()
 
 
 def test_a_disk_that_fills_while_generating_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
