@@ -230,12 +230,13 @@ class OutputStream(Watermarks, Retraction):
         if len(self.buffer) <= self.base_capacity:
             self.buffer.resize(self.base_capacity)
 
-    def reset(self, progress: StreamProgress) -> None:
-        """Start over with new indices, e.g. because the original producer restarted."""
-        self.buffer.reset(0)
+    def reset(self, progress: StreamProgress, start_index: int = 0) -> None:
+        """Start over, e.g. because the original producer restarted (indices from 0), or go on from a checkpoint
+        (``start_index``: the next tuple's index, under the checkpoint's epoch in ``progress``)."""
+        self.buffer.reset(start_index)
         self._forget_pending()
         self._sizes.clear()
-        self._sizes_start = self.held_bytes = 0
+        self._sizes_start = self.held_bytes = 0  # (a position in the size table, not an index)
         self._set_progress(progress)
 
     def render(self, after: int, *, oldest: int | None, latest: int | None, raw_generation: int | None = None,
