@@ -24,14 +24,28 @@ import io
 import logging
 import pickle
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from pan.buffers.row_store import RowStore
 from pan.buffers.streams import OutputStream
-from pan.input.channel import InputChannel
+from pan.components.base import ComponentContext
+from pan.input.channel import Cursor, InputChannel
 from pan.wire.progress import StreamProgress
 
-if TYPE_CHECKING:
-    from pan.components.ordered import OrderedComponent
+
+class OrderedComponent(Protocol):
+    """What a checkpoint is taken of (``pan.components.ordered.OrderedComponent``)."""
+
+    ctx: ComponentContext
+    unit: Any  # an OrderingUnit
+    row_store: RowStore | None
+
+    @property
+    def cursors(self) -> dict[str, Cursor]: ...
+
+    def snapshot_state(self) -> Any: ...
+
+    def restore_state(self, state: Any) -> None: ...
 
 #: The ordered component's own attributes that are state too (counters and what its loss reports need).
 BASE_ATTRIBUTES = ("untimed_tuples", "input_missed", "_input_ts", "loss_reports", "held_back_rounds")

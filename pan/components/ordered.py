@@ -130,7 +130,8 @@ class OrderedComponent(OrderedFeed, OutputWatermarks, InputLoss, OrderedSpec):
         limit = self.unit.release_limit
         if limit is None or limit < self._next_checkpoint_ts:
             return
-        files.write(limit, checkpoints.take(self))
+        outputs = {name: (stream.next_index, stream.unread_from()) for name, stream in self.ctx.outputs.items()}
+        files.write(limit, checkpoints.take(self), outputs)
         self._next_checkpoint_ts = (limit // self._checkpoint_every_ps + 1) * self._checkpoint_every_ps
 
     async def start(self) -> None:

@@ -1,1 +1,3 @@
-"""A worker's state on disk: checkpoints it restores after a crash (docs/reliability.md, "Checkpoints")."""
+"""A worker's state on disk: checkpoint files, written atomically and checked whole before they are loaded.
+May import: nothing of pan.
+"""

@@ -28,7 +28,7 @@ def test_the_newest_checkpoint_is_loaded_and_only_the_last_few_are_kept(tmp_path
 def test_an_interrupted_write_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
     files = CheckpointFiles(tmp_path, OWNER)
     files.write(1, b"good")
-    (files.folder / ".00000000000000000002-000001.ckpt.tmp").write_bytes(b"PAN-CHECKPOINT\n{\"form")  # a crash
+    (files.folder / ".0000000001-00000000000000000002.ckpt.tmp").write_bytes(b"PAN-CHECKPOINT\n{\"form")  # a crash
     assert files.latest().payload == b"good"  # type: ignore[union-attr]
 
 
@@ -54,3 +54,23 @@ def test_a_checkpoint_of_another_workflow_is_foreign(tmp_path: Path) -> None:
     CheckpointFiles(tmp_path, Owner("other match", OWNER.worker, OWNER.type)).write(5, b"theirs")
     with pytest.raises(CheckpointError, match="of workflow 'other match', not to"):
         CheckpointFiles(tmp_path, OWNER).latest()
+
+
+def test_a_fresh_start_after_a_refused_checkpoint_writes_newer_ones_than_it(tmp_path: Path) -> None:
+    files = CheckpointFiles(tmp_path, OWNER)
+    bad = files.write(90 * 10**12, b"late in the match")
+    bad.write_bytes(bad.read_bytes()[:-1])
+    fresh = CheckpointFiles(tmp_path, OWNER)  # the worker started fresh: event time begins again
+    fresh.write(10 * 10**12, b"early")
+    assert fresh.latest().payload == b"early"  # type: ignore[union-attr]
+
+
+def test_a_worker_goes_on_from_the_newest_checkpoint_its_slowest_holder_has_passed(tmp_path: Path) -> None:
+    files = CheckpointFiles(tmp_path, OWNER, keep=1)
+    for n, (next_index, unread) in enumerate([(100, 90), (200, 150), (300, 160), (400, 250)]):
+        files.write(n, f"at {next_index}".encode(), {"OUT": (next_index, unread), "QUIET": (n, None)})
+    # the newest says its reader had not read 250: the one at 200 is the newest it has passed
+    assert files.latest().payload == b"at 200"  # type: ignore[union-attr]
+    assert len(files.files()) == 3  # it and those after it are kept, though keep=1
+    files.write(9, b"at 500", {"OUT": (500, 500)})  # the reader caught up
+    assert files.latest().payload == b"at 500" and len(files.files()) == 1  # type: ignore[union-attr]
