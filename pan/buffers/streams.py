@@ -192,6 +192,10 @@ class OutputStream(Watermarks, Retraction):
         if self.buffer.capacity > self.base_capacity:
             self._trim()
 
+    def unread_from(self) -> int | None:
+        """The oldest index a lossless reader (a holder) has not read yet; None without holders."""
+        return self._unread_from()
+
     def _unread_from(self) -> int | None:
         """The oldest index a live holder has not read yet, or None without holders."""
         if not self._holders:
@@ -230,12 +234,14 @@ class OutputStream(Watermarks, Retraction):
         if len(self.buffer) <= self.base_capacity:
             self.buffer.resize(self.base_capacity)
 
-    def reset(self, progress: StreamProgress) -> None:
-        """Start over with new indices, e.g. because the original producer restarted."""
-        self.buffer.reset(0)
+    def reset(self, progress: StreamProgress, start_index: int = 0) -> None:
+        """Start over, e.g. because the original producer restarted (indices from 0), or go on from a checkpoint
+        (``start_index``: the next tuple's index, under the checkpoint's epoch in ``progress``)."""
+        self.buffer.reset(start_index)
+        self.resumed = start_index if start_index else None
         self._forget_pending()
         self._sizes.clear()
-        self._sizes_start = self.held_bytes = 0
+        self._sizes_start = self.held_bytes = 0  # (a position in the size table, not an index)
         self._set_progress(progress)
 
     def render(self, after: int, *, oldest: int | None, latest: int | None, raw_generation: int | None = None,

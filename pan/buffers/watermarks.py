@@ -27,6 +27,9 @@ class Watermarks:
     _wm_poked_at: float
     _appended_seen: int
     _data_at: float
+    #: The index a producer restored from a checkpoint went on from (None: it did not): its meta says so as
+    #: ``resumed``, and a reader beyond its newest index waits for it to get there again (pan/input/subscription.py).
+    resumed: int | None = None
 
     def publish(self, progress: StreamProgress) -> None:
         """Merge what ``progress`` states and wake long polls when downstream must hear it now.
@@ -71,5 +74,8 @@ class Watermarks:
 
     def _meta_json(self) -> bytes:
         if self._progress_json is None:
-            self._progress_json = orjson.dumps(self.progress.to_json())
+            meta = self.progress.to_json()
+            if self.resumed is not None:
+                meta["resumed"] = self.resumed
+            self._progress_json = orjson.dumps(meta)
         return self._progress_json

@@ -84,11 +84,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--fail-fast", action="store_true",
                    help="stop the whole workflow as soon as a peer or the repository ends (exit 1), naming it; "
                         f"with --log-dir also in DIR/{FAILED_FILE}")
+    add_state_arguments(p)
     p.set_defaults(handler=cmd_run)
 
     p = subparsers.add_parser("peer", help="run one peer's workers in this process (used by `pan run`)")
     p.add_argument("workflow")
     p.add_argument("--name", required=True)
+    add_state_arguments(p)
     p.set_defaults(handler=cmd_peer)
 
     p = subparsers.add_parser("subscribe", help="print a stream's tuples as JSON lines")
@@ -204,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     try:
         launcher = Launcher(args.workflow, workflow, args.peer, restart=args.restart, log_dir=args.log_dir,
-                            fail_fast=args.fail_fast)
+                            fail_fast=args.fail_fast, state_dir=args.state_dir, fresh_start=args.fresh_start)
     except ValueError as exc:
         print(f"pan run: {exc}", file=sys.stderr)
         return 2
@@ -230,7 +232,16 @@ def cmd_peer(args: argparse.Namespace) -> int:
         print(f"pan peer: {args.workflow} has no peer named {args.name!r}; its peers: "
               f"{', '.join(workflow.peers())}", file=sys.stderr)
         return 2
-    return run_peer(workflow, args.name)
+    return run_peer(workflow, args.name, args.state_dir, args.fresh_start)
+
+
+def add_state_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", type=Path, metavar="DIR",
+                   help="keep the stateful workers' checkpoints in DIR (every checkpoint_s of event time, as the "
+                        "workflow says) and restore the newest one on start")
+    p.add_argument("--fresh-start", action="store_true",
+                   help="with --state-dir: start a worker whose newest checkpoint is refused (corrupt, truncated, "
+                        "of another workflow) without it, rather than not at all")
 
 
 def warn_if_open(hosts: list[str], command: str) -> None:

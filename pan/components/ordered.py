@@ -32,6 +32,7 @@ import numpy as np
 
 from pan.buffers.row_store import RowStore
 from pan.buffers.tuples import Tuple
+from pan.components import checkpoints
 from pan.components.base import ComponentContext
 from pan.components.catalog import register
 from pan.components.input_loss import InputLoss
@@ -45,6 +46,7 @@ from pan.ordering.settings import PARAM_KEYS, OrderingSettings, load_profile
 from pan.ordering.speculation import SpeculativeUnit
 from pan.ordering.speculation_settings import AUTO, SpeculationSettings
 from pan.ordering.unit import OrderingUnit
+from pan.state.checkpoint_files import CheckpointFiles
 from pan.util.cpu_share import READERS, BusyShare
 from pan.wire import arrow_pages
 
@@ -107,6 +109,30 @@ class OrderedComponent(OrderedFeed, OutputWatermarks, InputLoss, OrderedSpec):
         self.policy: str = self.params.get("policy", POLICIES[0])
         self._input_ts: dict[str, int] = {}  # ts of the newest tuple read per input: one end of a loss's range
         self.loss_reports = 0
+        self._checkpoints: CheckpointFiles | None = None  # where checkpoints go, if the worker takes them
+        self._checkpoint_every_ps = 0
+        self._next_checkpoint_ts = 0
+
+    @property
+    def cursors(self) -> dict[str, Cursor]:
+        """Where this component has read each input up to (made by ``start``)."""
+        return self._cursors
+
+    def keep_checkpoints(self, files: CheckpointFiles, every_ps: int, after_ts: int | None = None) -> None:
+        """Take a checkpoint each time the release point passes a multiple of ``every_ps`` of event time (after
+        ``after_ts``, the restored checkpoint's), between two rounds of the run loop (pan/components/checkpoints.py)."""
+        if self.snapshots is not None:
+            raise ValueError("checkpoints of a worker behind a speculative unit are not supported yet")
+        self._checkpoints, self._checkpoint_every_ps = files, every_ps
+        self._next_checkpoint_ts = 0 if after_ts is None else (after_ts // every_ps + 1) * every_ps
+
+    def _maybe_checkpoint(self, files: CheckpointFiles) -> None:
+        limit = self.unit.release_limit
+        if limit is None or limit < self._next_checkpoint_ts:
+            return
+        outputs = {name: (stream.next_index, stream.unread_from()) for name, stream in self.ctx.outputs.items()}
+        files.write(limit, checkpoints.take(self), outputs)
+        self._next_checkpoint_ts = (limit // self._checkpoint_every_ps + 1) * self._checkpoint_every_ps
 
     async def start(self) -> None:
         for name, stream in self.ctx.inputs.items():
@@ -172,6 +198,8 @@ class OrderedComponent(OrderedFeed, OutputWatermarks, InputLoss, OrderedSpec):
                     self._handle(self.unit.promise(name, upstream.wm))
                 if upstream.raw_wm is not None and isinstance(self.unit, SpeculativeUnit):
                     self._handle(self.unit.raw_promise(name, upstream.raw_wm))
+            if self._checkpoints is not None:
+                self._maybe_checkpoint(self._checkpoints)
             for name in [n for n in self._held_back if not self._holds_enough(n)]:  # released enough: read on
                 del self._held_back[name]
                 self._mark_dirty(name)

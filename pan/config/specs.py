@@ -76,6 +76,9 @@ class Workflow:
     #: pulls cross processes (docs/benchmarks.md, "Distribution"). ``per_stream``: one `/data` long poll per input.
     #: Over Arrow (``PAN_WIRE=arrow``) every pull is per stream: a batched answer is JSON.
     pulls: str = "batched"
+    #: Stateful workers take a checkpoint every this many seconds of event time, when their peer runs with a
+    #: state directory (``pan run --state-dir``; pan/components/checkpoints.py). None: no checkpoints.
+    checkpoint_s: float | None = None
 
     @property
     def repositories(self) -> list[RepositorySpec]:

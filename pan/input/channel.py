@@ -196,9 +196,15 @@ class InputChannel:
 
     # --- readers and back-pressure ------------------------------------------------------
 
+    def resume_after(self, index: int) -> None:
+        """Go on after ``index`` (a checkpoint's last tuple read): the pull asks for what follows it, and a reader
+        made now starts there."""
+        self.buffer.reset(index + 1)
+
     def cursor(self) -> Cursor:
-        """A reader from the start: from now on, tuples it has not read are never overwritten."""
-        cursor = Cursor(self)
+        """A reader from the oldest tuple held (from the start, or from where ``resume_after`` put the channel):
+        from now on, tuples it has not read are never overwritten."""
+        cursor = Cursor(self, position=self.buffer.next_index - len(self.buffer) - 1)
         self._cursors.append(cursor)
         return cursor
 

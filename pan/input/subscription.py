@@ -177,6 +177,10 @@ class SubscriptionState:
                 self.stats.retractions += 1
                 return Fetch([], progress=progress, retract=notice)
         if self.position > last and not answer.get("tuples"):
+            if resumed_from(progress) is not None:
+                # A producer restored from a checkpoint, under its epoch: it produces again, with the same
+                # indices, what came after its checkpoint, and so gets to our position.
+                return Fetch([], progress=progress)
             if self.source is not None and not self.source.rep:
                 # The original producer will never reach our position again.
                 return self._reset(f"position {self.position} beyond last index {last}", last)
@@ -248,6 +252,14 @@ class SubscriptionState:
         self.position = -1 if self.reset_policy == "earliest" else last
         log.warning("%s: %s; reset to %s (position %d)", self.stream, why, self.reset_policy, self.position)
         return Fetch([], reset=True, progress=self.progress, reset_reason=why)
+
+
+def resumed_from(progress: StreamProgress) -> int | None:
+    """The index a producer restored from a checkpoint went on from (its meta's ``resumed``), or None."""
+    for key, value in progress.other:
+        if key == "resumed":
+            return value if type(value) is int and value >= 0 else None
+    return None
 
 
 def progress_retract(meta: Any) -> tuple[int, int] | None:

@@ -135,12 +135,14 @@ def repositories_to_start(workflow: Workflow) -> list[RepositorySpec]:
 
 class Launcher:
     def __init__(self, workflow_path: str | Path, workflow: Workflow, peers: list[str] | None = None,
-                 restart: str = "no", log_dir: Path | None = None, fail_fast: bool = False) -> None:
+                 restart: str = "no", log_dir: Path | None = None, fail_fast: bool = False,
+                 state_dir: Path | None = None, fresh_start: bool = False) -> None:
         """``restart="on-failure"``: a child that exits with an error (or is killed) starts again after a wait
         that doubles with each failure in a row, up to ``RESTART_BACKOFF_S[1]``. ``log_dir``: each child writes
         its output to ``log_dir/<child>.log`` instead of this process's. ``fail_fast``: the first child that
         ends stops the whole workflow, and the launcher exits 1 (``FAILED_FILE`` in ``log_dir`` says who); a
-        repository is no such child while another of the workflow's repositories answers."""
+        repository is no such child while another of the workflow's repositories answers. ``state_dir`` and
+        ``fresh_start`` go to every peer (``pan peer --state-dir``): a restarted peer restores its checkpoints."""
         if restart not in RESTART_POLICIES:
             raise ValueError(f"restart policy {restart!r} is not one of {', '.join(RESTART_POLICIES)}")
         self.restart = restart
@@ -153,6 +155,8 @@ class Launcher:
         self.peers = peers or all_peers
         self.log_dir = log_dir
         self.fail_fast = fail_fast
+        self.state_arguments = ([] if state_dir is None else ["--state-dir", str(state_dir)]) + (
+            ["--fresh-start"] if fresh_start else [])
         self.failed: Child | None = None  # with fail_fast: the child whose end stopped the workflow
         self.children: list[Child] = []
         self._stopping = False
@@ -171,7 +175,7 @@ class Launcher:
                                *tls_arguments(self.workflow.tls, repo.host)], repository=repo)
             self._wait_for_repository(repo, tls)
         for peer in self.peers:
-            self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer])
+            self._spawn(f"peer {peer}", ["peer", self.path, "--name", peer, *self.state_arguments])
 
     def _spawn(self, name: str, args: list[str], repository: RepositorySpec | None = None) -> None:
         """Start ``pan ARGS`` tied to this process (spawned from the main thread: see pan/launch/lifeline.py)."""

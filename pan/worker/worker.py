@@ -43,6 +43,7 @@ from pan.input.subscriber import StreamSubscriber
 from pan.repository.client import Lease, Registration, RepositoryClient
 from pan.wire.progress import EMPTY, StreamProgress
 from pan.worker.api import WorkerApi
+from pan.worker.recovery import Resumed, StateOptions, resume
 
 PULL_WAIT_MS = 1000
 PULL_TIMEOUT_S = 5.0  # beyond the long poll's wait
@@ -65,6 +66,7 @@ class Worker:
         trust: Trust = OPEN,
         lossless: bool = False,
         batched_pulls: bool = True,
+        state: StateOptions | None = None,
     ) -> None:
         """``replicas``: the workflow's further repositories, which the lease also registers with and the pulls
         also ask. ``trust``: the workflow's secret (the API then needs the read token, the lease is signed and
@@ -98,6 +100,12 @@ class Worker:
         self.component: Component = component_type(
             ComponentContext(spec=spec, inputs=self.inputs, outputs=self.outputs, log=self.log)
         )
+        # ``state``: the peer's state directory; a stateful worker restores its newest checkpoint (keeping its
+        # outputs' epoch and indices) and takes checkpoints from now on (pan/worker/recovery.py).
+        self.resumed = Resumed() if state is None else resume(self.component, spec, self.inputs, self.outputs, state,
+                                                               self.log)
+        if self.resumed.epoch is not None:
+            self.epoch = self.resumed.epoch
         self.api = WorkerApi(self)
         self.server = HttpServer(self.api.app, spec.host, spec.port, ssl_context=trust.server_tls(spec.host))
         self._session: aiohttp.ClientSession | None = None
@@ -187,12 +195,13 @@ class Worker:
     # --- data plane ---------------------------------------------------------------
 
     def _subscriber(self, name: str) -> StreamSubscriber:
-        """How input ``name`` is fetched: from the earliest tuple, from any publisher but this worker
-        (and, for a repeater, only from publishers below its level)."""
-        return StreamSubscriber(
+        """How input ``name`` is fetched: from the earliest tuple (or after a restored checkpoint's position), from
+        any publisher but this worker (and, for a repeater, only from publishers below its level)."""
+        position, epoch = self.resumed.inputs.get(name, (None, None))
+        subscriber = StreamSubscriber(
             name,
             self.repositories,
-            start="earliest",
+            start="earliest" if position is None else position,
             reset="earliest",
             max_wait_ms=PULL_WAIT_MS,
             page_size=PULL_PAGE,
@@ -211,6 +220,9 @@ class Worker:
             # A component that computes on columns reads Arrow pages (its rows go to its row store).
             columns="prefer" if self.inputs[name].row_store is not None else False,
         )
+        if epoch is not None:  # a producer that restarted since the checkpoint is a reset, reported as one
+            subscriber.state.epoch = epoch
+        return subscriber
 
 
 def hold_name(worker: str) -> str:

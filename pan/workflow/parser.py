@@ -35,7 +35,9 @@ log = logging.getLogger(__name__)
 __all__ = ["RepositorySpec", "WorkerSpec", "Workflow", "WorkflowError", "load_workflow", "on_free_ports",
            "parse_workflow"]
 
-TOP_KEYS = {"name", "description", "repository", "workers", "auth", "allowed_hosts", "tls", "delivery", "pulls"}
+TOP_KEYS = {"name", "description", "repository", "workers", "auth", "allowed_hosts", "tls", "delivery", "pulls",
+            "checkpoint_s"}
+MAX_CHECKPOINT_S = 3600.0
 DELIVERIES = ("live", "lossless")
 PULLS = ("batched", "per_stream")
 TLS_KEYS = {"ca", "cert", "key"}
@@ -220,6 +222,13 @@ class _Parser:
                 workflow.pulls = data["pulls"]
             else:
                 self.bad("pulls", f"must be one of {', '.join(map(repr, PULLS))}, got {data['pulls']!r:.80}")
+        if "checkpoint_s" in data:
+            every = data["checkpoint_s"]
+            if isinstance(every, int | float) and not isinstance(every, bool) and 0 < every <= MAX_CHECKPOINT_S:
+                workflow.checkpoint_s = float(every)
+            else:
+                self.bad("checkpoint_s", f"must be a number of seconds of event time in (0, {MAX_CHECKPOINT_S:g}], "
+                                         f"got {every!r:.80}")
         return workflow
 
     def tls(self, raw: object) -> TlsFiles | None:

@@ -237,3 +237,16 @@ def test_free_ports_of_a_large_workflow_are_all_different() -> None:
         ports += [worker["port"], *([params["ingest_port"]] if "ingest_port" in params else [])]
     assert len(ports) == len(set(ports)) >= 18
     assert parse_workflow(moved).workers  # and the result is still a valid workflow
+
+
+@pytest.mark.parametrize("every", [0, -5, "10", True, 7200])
+def test_a_checkpoint_period_must_be_seconds_of_event_time(every: object) -> None:
+    with pytest.raises(WorkflowError) as refused:
+        parse_workflow({**copy.deepcopy(VALID), "checkpoint_s": every})
+    assert any(p.startswith("checkpoint_s: must be a number of seconds of event time in (0, 3600]")
+               for p in refused.value.problems), refused.value.problems
+
+
+def test_a_checkpoint_period_is_kept() -> None:
+    assert parse_workflow({**copy.deepcopy(VALID), "checkpoint_s": 30}).checkpoint_s == 30.0
+    assert parse_workflow(copy.deepcopy(VALID)).checkpoint_s is None
