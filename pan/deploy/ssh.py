@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import asyncssh
-
 from pan.deploy.inventory import HostSpec
+
+with warnings.catch_warnings():
+    # cryptography 51 deprecates DSA, which asyncssh still imports: a warning on every `pan deploy` start would break
+    # its promise of one line per problem. PAN never uses DSA keys.
+    warnings.filterwarnings("ignore", message="DSA is deprecated")
+    import asyncssh
 
 T = TypeVar("T")
 asyncssh.set_log_level("WARNING")  # its INFO lines (every channel opened) would drown the one line per host
