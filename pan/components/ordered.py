@@ -124,7 +124,7 @@ class OrderedComponent(OrderedFeed, OutputWatermarks, InputLoss, OrderedSpec):
         if self.snapshots is not None:
             raise ValueError("checkpoints of a worker behind a speculative unit are not supported yet")
         self._checkpoints, self._checkpoint_every_ps = files, every_ps
-        self._next_checkpoint_ts = 0 if after_ts is None else (after_ts // every_ps + 1) * every_ps
+        self._next_checkpoint_ts = 0 if after_ts is None else self._boundary_after(after_ts)
 
     def _maybe_checkpoint(self, files: CheckpointFiles) -> None:
         limit = self.unit.release_limit
@@ -132,7 +132,11 @@ class OrderedComponent(OrderedFeed, OutputWatermarks, InputLoss, OrderedSpec):
             return
         outputs = {name: (stream.next_index, stream.unread_from()) for name, stream in self.ctx.outputs.items()}
         files.write(limit, checkpoints.take(self), outputs)
-        self._next_checkpoint_ts = (limit // self._checkpoint_every_ps + 1) * self._checkpoint_every_ps
+        self._next_checkpoint_ts = self._boundary_after(limit)
+
+    def _boundary_after(self, ts: int) -> int:
+        """The first multiple of the checkpoint period after ``ts``."""
+        return (ts // self._checkpoint_every_ps + 1) * self._checkpoint_every_ps
 
     async def start(self) -> None:
         for name, stream in self.ctx.inputs.items():
